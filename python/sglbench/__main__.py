@@ -1,0 +1,3 @@
+from sglbench.cli import main
+
+raise SystemExit(main())
