@@ -1,0 +1,57 @@
+# sglbench: two commands for a newcomer.
+#   make demo   set up, then run the main job on the embedded default (sim host)
+#   make test   set up, then run every test (unit, lint, Molecule), ending in pytest's closing line
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+PYTHON ?= python3
+VENV := $(CURDIR)/.venv
+BIN := $(VENV)/bin
+export PATH := $(BIN):$(PATH)
+export CONTAINERS_CONF := $(CURDIR)/build/podman/containers.conf
+export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+
+.PHONY: help setup venv sysdeps podman-conf image demo test test-fast lint clean
+
+help:
+	@echo "make demo   - set up and run the sim-host campaign (bench.yml -i inventory/sim -e tp=1)"
+	@echo "make test   - set up and run every test (unit, lint, Molecule)"
+	@echo "make lint   - ansible-lint (production, offline), yamllint, ruff"
+	@echo "make image  - build the sim host container image if missing"
+
+venv: $(VENV)/.installed
+
+# Re-install when the project's dependencies change.
+$(VENV)/.installed: pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@touch $@
+
+sysdeps:
+	@scripts/install-sysdeps.sh
+
+podman-conf: sysdeps
+	@scripts/podman-env.sh >/dev/null
+
+image: podman-conf
+	@mkdir -p build
+	@scripts/simhost-image.sh > build/simhost-image.txt
+	@echo "sim host image: $$(tail -n 1 build/simhost-image.txt)"
+
+setup: venv image
+
+test: setup
+	SGLBENCH_SIMHOST_IMAGE="$$(tail -n 1 build/simhost-image.txt)" $(BIN)/python -m pytest
+
+# Everything except Molecule (seconds, no containers).
+test-fast: venv
+	$(BIN)/python -m pytest -m "not molecule"
+
+lint: venv
+	$(BIN)/python -m pytest -m lint
+
+demo: setup
+	SGLBENCH_SIMHOST_IMAGE="$$(tail -n 1 build/simhost-image.txt)" scripts/demo.sh
+
+clean:
+	rm -rf build .pytest_cache .ruff_cache
