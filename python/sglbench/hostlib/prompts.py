@@ -1,0 +1,231 @@
+"""Prompt sources for the load generator: shipped sets, user JSONL, synthetic fixed-length token ids.
+
+Stdlib only; ships to the GPU host as ``ansible.module_utils.sglbench_prompts``. On the host the
+module receives prompts as a parameter list (``prompts_from_params``); on the controller a set name
+resolves to the JSONL files shipped in ``sglbench/prompts/``.
+
+A prompt record (one JSON object per line) carries exactly one of:
+
+- ``"prompt"`` (or ``"text"``): plain text, sent as ``text`` to ``/generate`` and ``prompt`` to
+  ``/v1/completions``; wrapped as one user message for ``/v1/chat/completions``;
+- ``"messages"``: a chat message list (``[{"role": "user", "content": "..."}]``); text routes get the
+  contents joined by blank lines;
+- ``"input_ids"``: a list of token ids (native ``/generate`` and ``/v1/completions`` only).
+
+Optional: ``"id"`` (defaults to ``<source>:<line>``) and ``"category"`` (defaults to ``"user"``).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+SHIPPED_SETS: tuple[str, ...] = ("math", "code", "chat", "summarize", "long-context")
+MIXED_SET = "mixed"  # all shipped sets together
+DEFAULT_PROMPT_SET = MIXED_SET
+SYNTHETIC_PREFIX = "synthetic:"
+# Token ids drawn for synthetic prompts. Kept well inside any modern vocabulary and above the usual
+# special-token range so that a random prompt never contains BOS/EOS/pad ids.
+SYNTHETIC_ID_RANGE = (1000, 30000)
+
+
+class PromptError(ValueError):
+    """A prompt source or record is unusable; the message names the place and the fix."""
+
+
+@dataclass(frozen=True)
+class Prompt:
+    id: str
+    category: str
+    text: str | None = None
+    messages: tuple[dict[str, str], ...] | None = None
+    input_ids: tuple[int, ...] | None = None
+
+    @property
+    def kind(self) -> str:
+        return (
+            "input_ids"
+            if self.input_ids is not None
+            else ("messages" if self.messages is not None else "text")
+        )
+
+    def as_text(self) -> str:
+        if self.text is not None:
+            return self.text
+        if self.messages is not None:
+            return "\n\n".join(m.get("content", "") for m in self.messages)
+        raise PromptError(
+            f"prompt {self.id!r} is token ids only; it has no text for this API (use --api native)"
+        )
+
+    def as_messages(self) -> list[dict[str, str]]:
+        if self.messages is not None:
+            return [dict(m) for m in self.messages]
+        if self.text is not None:
+            return [{"role": "user", "content": self.text}]
+        raise PromptError(
+            f"prompt {self.id!r} is token ids only; chat completions need text (use --api native or openai)"
+        )
+
+    def to_param(self) -> dict[str, Any]:
+        """Plain dict form (module parameter / JSON), inverse of :func:`parse_prompt_record`."""
+        out: dict[str, Any] = {"id": self.id, "category": self.category}
+        if self.text is not None:
+            out["prompt"] = self.text
+        if self.messages is not None:
+            out["messages"] = [dict(m) for m in self.messages]
+        if self.input_ids is not None:
+            out["input_ids"] = list(self.input_ids)
+        return out
+
+
+def parse_prompt_record(obj: Any, where: str, default_id: str) -> Prompt:
+    """Validate one JSON record; ``where`` (file:line) goes into every error message."""
+    if isinstance(obj, str):
+        return Prompt(id=default_id, category="user", text=obj)
+    if not isinstance(obj, dict):
+        raise PromptError(f"{where}: expected a JSON object with a 'prompt', 'messages' or 'input_ids' field")
+    present = [k for k in ("prompt", "text", "messages", "input_ids") if obj.get(k) is not None]
+    if not present:
+        raise PromptError(f"{where}: no 'prompt', 'messages' or 'input_ids' field; add one of them")
+    if len(present) > 1:
+        raise PromptError(
+            f"{where}: give only one of 'prompt'/'text', 'messages', 'input_ids' (found {present})"
+        )
+    pid = str(obj.get("id", default_id))
+    category = str(obj.get("category", "user"))
+    key = present[0]
+    value = obj[key]
+    if key in ("prompt", "text"):
+        if not isinstance(value, str) or not value:
+            raise PromptError(f"{where}: '{key}' must be a non-empty string")
+        return Prompt(id=pid, category=category, text=value)
+    if key == "messages":
+        if not isinstance(value, list) or not value:
+            raise PromptError(
+                f"{where}: 'messages' must be a non-empty list of {{'role', 'content'}} objects"
+            )
+        msgs = []
+        for i, m in enumerate(value):
+            if not (
+                isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+            ):
+                raise PromptError(f"{where}: messages[{i}] needs string 'role' and 'content'")
+            msgs.append({"role": m["role"], "content": m["content"]})
+        return Prompt(id=pid, category=category, messages=tuple(msgs))
+    if not isinstance(value, list) or not value or not all(isinstance(t, int) and t >= 0 for t in value):
+        raise PromptError(f"{where}: 'input_ids' must be a non-empty list of non-negative integers")
+    return Prompt(id=pid, category=category, input_ids=tuple(value))
+
+
+def load_jsonl(path: str | Path, default_category: str | None = None) -> list[Prompt]:
+    """Read a prompt JSONL file (blank lines and lines starting with ``#`` are skipped)."""
+    p = Path(path)
+    try:
+        lines = p.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise PromptError(f"cannot read prompt file {p}: {exc.strerror or exc}") from None
+    out: list[Prompt] = []
+    for no, line in enumerate(lines, start=1):
+        s = line.strip()
+        if not s or s.startswith("#"):
+            continue
+        where = f"{p}:{no}"
+        try:
+            obj = json.loads(s)
+        except json.JSONDecodeError as exc:
+            raise PromptError(f"{where}: not valid JSON ({exc.msg}); one JSON object per line") from None
+        prompt = parse_prompt_record(obj, where, default_id=f"{p.stem}:{no}")
+        if default_category and "category" not in (obj if isinstance(obj, dict) else {}):
+            prompt = Prompt(prompt.id, default_category, prompt.text, prompt.messages, prompt.input_ids)
+        out.append(prompt)
+    if not out:
+        raise PromptError(f"prompt file {p} holds no prompts")
+    return out
+
+
+def prompts_from_params(items: list[Any]) -> list[Prompt]:
+    """Prompts passed inline (e.g. an Ansible module parameter): strings or prompt records."""
+    if not items:
+        raise PromptError("the prompt list is empty; pass at least one prompt")
+    return [parse_prompt_record(obj, f"prompts[{i}]", default_id=f"p{i}") for i, obj in enumerate(items)]
+
+
+def synthetic_prompts(n: int, input_len: int, seed: int) -> list[Prompt]:
+    """``n`` prompts of exactly ``input_len`` random token ids (capacity sweeps; no tokenizer needed)."""
+    if input_len < 1:
+        raise PromptError(f"synthetic input length must be >= 1, got {input_len}")
+    rng = random.Random(seed)
+    lo, hi = SYNTHETIC_ID_RANGE
+    return [
+        Prompt(
+            id=f"synthetic-{input_len}-{i}",
+            category="synthetic",
+            input_ids=tuple(rng.randrange(lo, hi) for _ in range(input_len)),
+        )
+        for i in range(n)
+    ]
+
+
+def shipped_sets_dir() -> Path:
+    """Directory of the shipped JSONL sets (controller-side; the package data next to hostlib)."""
+    return Path(__file__).resolve().parent.parent / "prompts"
+
+
+def load_shipped_set(name: str) -> list[Prompt]:
+    if name == MIXED_SET:
+        out: list[Prompt] = []
+        for s in SHIPPED_SETS:
+            out.extend(load_shipped_set(s))
+        return out
+    if name not in SHIPPED_SETS:
+        raise PromptError(
+            f"unknown prompt set {name!r}; choose one of {', '.join((*SHIPPED_SETS, MIXED_SET))}, "
+            f"'{SYNTHETIC_PREFIX}<input_len>', or a path to a JSONL file"
+        )
+    return load_jsonl(shipped_sets_dir() / f"{name}.jsonl", default_category=name)
+
+
+def resolve_prompt_source(spec: str, *, synthetic_n: int = 64, seed: int = 0) -> list[Prompt]:
+    """Resolve ``--prompts``: a set name, several joined by commas, ``synthetic:LEN``, or a JSONL path."""
+    spec = spec.strip()
+    if spec.startswith(SYNTHETIC_PREFIX):
+        raw = spec[len(SYNTHETIC_PREFIX) :]
+        try:
+            length = int(raw)
+        except ValueError:
+            raise PromptError(f"bad synthetic prompt spec {spec!r}; use e.g. 'synthetic:1024'") from None
+        return synthetic_prompts(synthetic_n, length, seed)
+    names = [s.strip() for s in spec.split(",") if s.strip()]
+    if names and all(n in (*SHIPPED_SETS, MIXED_SET) for n in names):
+        out: list[Prompt] = []
+        for n in names:
+            out.extend(load_shipped_set(n))
+        return out
+    path = Path(spec).expanduser()
+    if path.is_file():
+        return load_jsonl(path)
+    raise PromptError(
+        f"--prompts {spec!r} is neither a shipped set ({', '.join((*SHIPPED_SETS, MIXED_SET))}), "
+        f"'{SYNTHETIC_PREFIX}<input_len>', nor an existing JSONL file"
+    )
+
+
+def select_prompts(prompts: list[Prompt], n: int, seed: int) -> list[Prompt]:
+    """Deterministic choice of ``n`` prompts: a seeded shuffle, cycled when ``n`` exceeds the set.
+
+    Balanced: every prompt is used ``n // len`` or ``n // len + 1`` times, so categories keep their
+    share at any ``n``.
+    """
+    if not prompts:
+        raise PromptError("no prompts to choose from")
+    rng = random.Random(seed)
+    out: list[Prompt] = []
+    while len(out) < n:
+        order = list(prompts)
+        rng.shuffle(order)
+        out.extend(order[: n - len(out)])
+    return out
