@@ -1,0 +1,1 @@
+../../python/sglbench/hostlib/nvidia_smi.py

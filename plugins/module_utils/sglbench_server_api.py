@@ -1,0 +1,1 @@
+../../python/sglbench/hostlib/server_api.py

@@ -1,0 +1,1 @@
+../../python/sglbench/hostlib/systemd_unit.py

@@ -1,0 +1,162 @@
+"""GPU memory and compute processes from ``nvidia-smi`` CSV queries (stdlib only).
+
+Shipped to the host as ``ansible.module_utils.sglbench_nvidia_smi``. Parsing and the "who holds
+which GPU" report are pure functions; running nvidia-smi is a thin wrapper.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+GPU_FIELDS = ("index", "uuid", "name", "memory.used", "memory.total")
+APP_FIELDS = ("pid", "gpu_uuid", "used_memory", "process_name")
+
+
+class NvidiaSmiError(RuntimeError):
+    """nvidia-smi could not be run or printed something we cannot read."""
+
+
+def gpu_query_argv(nvidia_smi: str = "nvidia-smi") -> list[str]:
+    return [nvidia_smi, "--query-gpu=" + ",".join(GPU_FIELDS), "--format=csv,noheader,nounits"]
+
+
+def apps_query_argv(nvidia_smi: str = "nvidia-smi") -> list[str]:
+    return [nvidia_smi, "--query-compute-apps=" + ",".join(APP_FIELDS), "--format=csv,noheader,nounits"]
+
+
+def parse_csv(text: str, fields: Sequence[str]) -> list[dict[str, str]]:
+    """``--format=csv,noheader,nounits`` output into one dict per row (values stripped)."""
+    rows: list[dict[str, str]] = []
+    for line in text.splitlines():
+        if not line.strip() or line.lstrip().startswith("No running"):
+            continue
+        values = [v.strip() for v in line.split(",")]
+        if len(values) < len(fields):
+            raise NvidiaSmiError(f"nvidia-smi row has {len(values)} fields, expected {len(fields)}: {line!r}")
+        # process names may contain commas: keep the tail together in the last field
+        head = values[: len(fields) - 1]
+        tail = ", ".join(values[len(fields) - 1 :])
+        rows.append(dict(zip(fields, [*head, tail], strict=True)))
+    return rows
+
+
+def _mib(value: str) -> int:
+    try:
+        return int(float(value))
+    except ValueError:
+        return 0  # "[N/A]" (e.g. no permission to see per-process memory)
+
+
+@dataclass(frozen=True)
+class Gpu:
+    index: int
+    uuid: str
+    name: str
+    used_mib: int
+    total_mib: int
+
+
+@dataclass(frozen=True)
+class ComputeApp:
+    pid: int
+    gpu_uuid: str
+    used_mib: int
+    process_name: str
+
+
+def parse_gpus(text: str) -> list[Gpu]:
+    return [
+        Gpu(int(r["index"]), r["uuid"], r["name"], _mib(r["memory.used"]), _mib(r["memory.total"]))
+        for r in parse_csv(text, GPU_FIELDS)
+    ]
+
+
+def parse_apps(text: str) -> list[ComputeApp]:
+    return [
+        ComputeApp(int(r["pid"]), r["gpu_uuid"], _mib(r["used_memory"]), r["process_name"])
+        for r in parse_csv(text, APP_FIELDS)
+    ]
+
+
+def run_nvidia_smi(argv: Sequence[str], timeout: float = 20.0) -> str:
+    try:
+        proc = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, check=False)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        raise NvidiaSmiError(f"could not run {' '.join(argv)}: {err}") from err
+    if proc.returncode != 0:
+        raise NvidiaSmiError(
+            f"{' '.join(argv)} exited {proc.returncode}: {proc.stderr.strip() or proc.stdout.strip()}"
+        )
+    return proc.stdout
+
+
+@dataclass(frozen=True)
+class Holder:
+    """A process holding memory on one of the GPUs we need."""
+
+    pid: int
+    gpu_index: int
+    used_mib: int
+    process_name: str
+    cmdline: str
+
+    def describe(self) -> str:
+        who = self.cmdline or self.process_name
+        return f"pid {self.pid} ({who}) holds {self.used_mib} MiB on GPU {self.gpu_index}"
+
+
+@dataclass(frozen=True)
+class GpuReport:
+    busy_gpus: list[dict[str, int]]  # [{"index", "used_mib", "total_mib"}] above the threshold
+    holders: list[Holder]
+
+    @property
+    def free(self) -> bool:
+        return not self.busy_gpus and not self.holders
+
+    def describe(self) -> str:
+        if self.free:
+            return "all requested GPUs are free"
+        parts = [f"GPU {g['index']}: {g['used_mib']} of {g['total_mib']} MiB used" for g in self.busy_gpus]
+        parts += [h.describe() for h in self.holders]
+        return "; ".join(parts)
+
+
+def gpu_report(
+    gpus: Iterable[Gpu],
+    apps: Iterable[ComputeApp],
+    wanted: Iterable[int] | None,
+    threshold_mib: int,
+    cmdline_of: dict[int, str] | None = None,
+) -> GpuReport:
+    """Which of the ``wanted`` GPUs (None = all) are not free, and which processes hold them.
+
+    A GPU is busy when its used memory is above ``threshold_mib`` or a compute process runs on it.
+    Apps whose GPU UUID is unknown are counted against every wanted GPU (conservative).
+    """
+    gpu_list = list(gpus)
+    wanted_set = {g.index for g in gpu_list} if wanted is None else set(wanted)
+    by_uuid = {g.uuid: g.index for g in gpu_list}
+    cmdlines = cmdline_of or {}
+    busy = [
+        {"index": g.index, "used_mib": g.used_mib, "total_mib": g.total_mib}
+        for g in gpu_list
+        if g.index in wanted_set and g.used_mib > threshold_mib
+    ]
+    holders: list[Holder] = []
+    for app in apps:
+        index = by_uuid.get(app.gpu_uuid, -1)
+        if index != -1 and index not in wanted_set:
+            continue
+        holders.append(Holder(app.pid, index, app.used_mib, app.process_name, cmdlines.get(app.pid, "")))
+    return GpuReport(busy, holders)
+
+
+def read_cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read().replace(b"\0", b" ").decode("utf-8", errors="replace").strip()
+    except OSError:
+        return ""
