@@ -1,0 +1,3 @@
+from sglbench.sim.server import main
+
+raise SystemExit(main())

@@ -1,0 +1,746 @@
+"""SGLang's HTTP API, as the stand-in serves it (field names and shapes per sglang.md §4)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sglbench.sim import textgen
+from sglbench.sim.engine import Engine, SimRequest
+from sglbench.sim.httpserver import Request, Response, StreamingResponse, json_response
+from sglbench.sim.memory import MemoryPlan
+from sglbench.sim.modelinfo import ModelFacts
+from sglbench.sim.settings import SimSettings
+
+HEALTH_PATHS = ("/health", "/health_generate")
+AUTH_EXEMPT = (*HEALTH_PATHS, "/metrics")
+FLUSH_TEXT = (
+    "Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting "
+    "requests, the operation will not be performed.)\n"
+)
+CACHE_BLOCK = 16
+_TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+                 15.0, 20.0, 25.0, 30.0)
+_E2E_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 5.0, 10.0, 20.0, 40.0, 60.0, 120.0, 300.0, 600.0)
+_ITL_BUCKETS = (0.002, 0.004, 0.006, 0.008, 0.01, 0.015, 0.02, 0.025, 0.03, 0.035, 0.04, 0.06, 0.08, 0.1, 0.2,
+                0.4, 1.0, 2.5)
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, message: str, err_type: str = "BadRequestError") -> None:
+        super().__init__(message)
+        self.status = status
+        self.err_type = err_type
+
+
+def openai_error(status: int, message: str, err_type: str) -> Response:
+    return json_response({"object": "error", "message": message, "type": err_type, "param": None,
+                          "code": status}, status)
+
+
+@dataclass
+class Histogram:
+    buckets: tuple[float, ...]
+    counts: list[int] = field(default_factory=list)
+    total: float = 0.0
+    n: int = 0
+
+    def observe(self, value: float) -> None:
+        if not self.counts:
+            self.counts = [0] * len(self.buckets)
+        for i, bound in enumerate(self.buckets):
+            if value <= bound:
+                self.counts[i] += 1
+        self.total += value
+        self.n += 1
+
+    def render(self, name: str, labels: str) -> list[str]:
+        counts = self.counts or [0] * len(self.buckets)
+        lines = [f"# HELP {name} Histogram of {name.split(':', 1)[1]}.", f"# TYPE {name} histogram"]
+        for bound, count in zip(self.buckets, counts, strict=True):
+            lines.append(f'{name}_bucket{{{labels},le="{bound}"}} {float(count)}')
+        lines.append(f'{name}_bucket{{{labels},le="+Inf"}} {float(self.n)}')
+        lines.append(f"{name}_sum{{{labels}}} {self.total}")
+        lines.append(f"{name}_count{{{labels}}} {float(self.n)}")
+        return lines
+
+
+@dataclass(frozen=True)
+class SpecConfig:
+    algorithm: str
+    num_draft_tokens: int
+    num_steps: int
+    eagle_topk: int
+    accept_mean: float
+
+
+def _sse(obj: object) -> bytes:
+    return b"data: " + json.dumps(obj).encode("utf-8") + b"\n\n"
+
+
+def _as_int(value: object, name: str, default: int | None) -> int | None:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value:
+        raise ApiError(400, f"{name} must be an integer, got {value!r}")
+    return int(value)
+
+
+class SimApp:
+    """Request handling for one stand-in server."""
+
+    def __init__(self, args: argparse.Namespace, settings: SimSettings, plan: MemoryPlan, facts: ModelFacts,
+                 engine: Engine, spec: SpecConfig | None, server_args: dict[str, Any],
+                 log: Callable[[str], None], on_crash: Callable[[], None]) -> None:
+        self.args = args
+        self.settings = settings
+        self.plan = plan
+        self.facts = facts
+        self.engine = engine
+        self.spec = spec
+        self.server_args = server_args
+        self.log = log
+        self.on_crash = on_crash
+        self.ready = False
+        self.gpu_name = ""
+        self.gpu_ids: list[int] = []
+        self.served_model_name = args.served_model_name or args.model_path
+        self.context_len = plan.context_len
+        self.max_req_len = max(1, min(self.context_len - 1, plan.max_total_num_tokens - 1))
+        self.max_req_input_len = max(1, self.max_req_len - 5)
+        self.created = int(time.time())
+        self.start_time = time.time()
+        self.eos_id = facts.eos_token_ids[0] if facts.eos_token_ids else 2
+        self._prefixes: set[int] = set()
+        self._request_counter = 0
+        self._finished_requests = 0
+        self._crashing = False
+        self.counters = {"prompt_tokens": 0, "generation_tokens": 0, "cached_tokens": 0, "num_requests": 0,
+                         "num_aborted_requests": 0}
+        self.h_ttft = Histogram(_TTFT_BUCKETS)
+        self.h_e2e = Histogram(_E2E_BUCKETS)
+        self.h_itl = Histogram(_ITL_BUCKETS)
+        self.h_queue = Histogram(_E2E_BUCKETS)
+        self.startup_seconds = 0.0
+        self.load_weights_seconds = 0.0
+        engine.on_finish = self._on_finish
+
+    # ------------------------------------------------------------------ routing
+    async def handle(self, request: Request) -> Response | StreamingResponse:
+        path = request.path.rstrip("/") or "/"
+        if self.args.api_key and path not in AUTH_EXEMPT:
+            if request.headers.get("authorization", "") != f"Bearer {self.args.api_key}":
+                return json_response({"error": "Unauthorized"}, 401)
+        routes: dict[str, tuple[tuple[str, ...], Callable[[Request], Any]]] = {
+            "/health": (("GET", "HEAD"), self.health),
+            "/health_generate": (("GET", "HEAD"), self.health),
+            "/server_info": (("GET",), self.server_info),
+            "/get_server_info": (("GET",), self.server_info),
+            "/model_info": (("GET",), self.model_info),
+            "/get_model_info": (("GET",), self.model_info),
+            "/v1/models": (("GET",), self.models),
+            "/generate": (("POST", "PUT"), self.generate),
+            "/v1/completions": (("POST",), self.completions),
+            "/v1/chat/completions": (("POST",), self.chat_completions),
+            "/flush_cache": (("GET", "POST"), self.flush_cache),
+            "/set_internal_state": (("POST", "PUT"), self.set_internal_state),
+            "/get_load": (("GET",), self.get_load),
+            "/v1/loads": (("GET",), self.get_load),
+        }
+        if path == "/metrics" and self.args.enable_metrics:
+            return await self.metrics(request)
+        if path not in routes:
+            return json_response({"detail": "Not Found"}, 404)
+        methods, func = routes[path]
+        if request.method not in methods:
+            return json_response({"detail": "Method Not Allowed"}, 405)
+        try:
+            return await func(request)
+        except ApiError as exc:
+            if path == "/generate":
+                return json_response({"error": {"message": str(exc)}}, exc.status)
+            return openai_error(exc.status, str(exc), exc.err_type)
+
+    def _body(self, request: Request) -> dict[str, Any]:
+        try:
+            body = request.json()
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise ApiError(400, f"Invalid JSON body: {exc}") from None
+        if not isinstance(body, dict):
+            raise ApiError(400, "The request body must be a JSON object")
+        return body
+
+    # ------------------------------------------------------------------ generation core
+    def _cached(self, ids: list[int]) -> int:
+        if self.args.disable_radix_cache:
+            return 0
+        best = 0
+        h = 0
+        for end in range(CACHE_BLOCK, len(ids), CACHE_BLOCK):
+            h = hash((h, tuple(ids[end - CACHE_BLOCK : end])))
+            if h in self._prefixes:
+                best = end
+            else:
+                self._prefixes.add(h)
+        if len(self._prefixes) > 1_000_000:
+            self._prefixes.clear()
+        return best
+
+    def _check_fault(self) -> None:
+        self._request_counter += 1
+        rate = self.settings.error_rate
+        if rate > 0 and random.Random(f"{self.settings.seed}:err:{self._request_counter}").random() < rate:
+            raise ApiError(500, "Internal server error (sglbench sim: injected by SGLBENCH_SIM_ERROR_RATE)",
+                           "InternalServerError")
+
+    def _new_request(self, prompt_ids: list[int], sp: dict[str, Any], *, default_max_new: int | None,
+                     is_health: bool = False) -> SimRequest:
+        if not isinstance(sp, dict):
+            raise ApiError(400, "sampling_params must be an object")
+        n_prompt = len(prompt_ids)
+        if n_prompt == 0 and not is_health:
+            raise ApiError(400, "The input is empty (0 tokens); send text or input_ids")
+        if n_prompt >= self.max_req_input_len:
+            raise ApiError(400, f"The input ({n_prompt} tokens) is longer than the model's context length "
+                                f"({self.context_len} tokens).")
+        max_new = _as_int(sp.get("max_new_tokens"), "max_new_tokens", default_max_new)
+        if max_new is None:
+            max_new = self.max_req_len - n_prompt
+        if max_new < 0:
+            raise ApiError(400, f"max_new_tokens must be >= 0, got {max_new}")
+        if n_prompt + max_new > self.context_len:
+            raise ApiError(
+                400,
+                f"Requested token count exceeds the model's maximum context length of {self.context_len} tokens. "
+                f"You requested a total of {n_prompt + max_new} tokens: {n_prompt} tokens from the input messages "
+                f"and {max_new} tokens for the completion. Please reduce the number of tokens in the input "
+                "messages or the completion to fit within the limit.",
+            )
+        max_new = min(max_new, self.max_req_len - n_prompt) if self.max_req_len > n_prompt else 0
+        key = textgen.request_key(prompt_ids, sp.get("sampling_seed"))
+        sampler = None
+        if self.spec is not None:
+            sampler = textgen.AcceptSampler(self.settings.seed, key, self.spec.num_draft_tokens,
+                                            self.spec.accept_mean, self.settings.accept_dist)
+        stop_ids = sp.get("stop_token_ids") or []
+        req = SimRequest(
+            rid=uuid.uuid4().hex,
+            prompt_ids=list(prompt_ids),
+            max_new_tokens=max_new,
+            ignore_eos=bool(sp.get("ignore_eos", False)),
+            generator=textgen.Generator(self.settings.seed, key, self.settings.output_len),
+            sampler=sampler,
+            eos_id=self.eos_id,
+            stop_token_ids=frozenset(int(x) for x in stop_ids if isinstance(x, int)),
+            is_health=is_health,
+        )
+        req.cached_tokens = 0 if is_health else self._cached(req.prompt_ids)
+        if max_new == 0:
+            req.finish_reason = {"type": "length", "length": 0}
+            req.finished_time = req.created
+        return req
+
+    def _submit(self, req: SimRequest) -> None:
+        if not req.is_health:
+            self.counters["num_requests"] += 1
+            self.counters["prompt_tokens"] += len(req.prompt_ids)
+            self.counters["cached_tokens"] += req.cached_tokens
+        if req.done:
+            req.events.put_nowait("update")
+            if not req.is_health:
+                self._on_finish(req)
+        else:
+            self.engine.submit(req)
+
+    def _on_finish(self, req: SimRequest) -> None:
+        if req.is_health:
+            return
+        self.counters["generation_tokens"] += len(req.output_ids)
+        end = req.finished_time or time.monotonic()
+        self.h_e2e.observe(end - req.created)
+        if req.first_token_time is not None:
+            self.h_ttft.observe(req.first_token_time - req.created)
+            if len(req.output_ids) > 1:
+                self.h_itl.observe((end - req.first_token_time) / (len(req.output_ids) - 1))
+        self._finished_requests += 1
+        limit = self.settings.crash_after_requests
+        if limit and self._finished_requests >= limit and not self._crashing:
+            self._crashing = True
+            self.on_crash()
+
+    @staticmethod
+    async def _wait_done(req: SimRequest) -> None:
+        while not req.done:
+            await req.events.get()
+
+    @staticmethod
+    async def _updates(req: SimRequest) -> AsyncIterator[None]:
+        """Yield after every engine update until the request is finished (coalescing backlog)."""
+        while True:
+            await req.events.get()
+            while not req.events.empty():
+                req.events.get_nowait()
+            yield None
+            if req.done:
+                return
+
+    def _text_of(self, req: SimRequest) -> tuple[str, str | None]:
+        """Visible text (EOS stripped, stop strings applied) and the matched stop string."""
+        ids = req.output_ids
+        if ids and ids[-1] == req.eos_id and req.finish_reason and req.finish_reason.get("type") == "stop":
+            ids = ids[:-1]
+        return textgen.decode(ids), None
+
+    def _spec_meta(self, req: SimRequest, meta: dict[str, Any]) -> None:
+        if self.spec is None:
+            return
+        meta["spec_verify_ct"] = req.verify_ct
+        if req.done:
+            accepted = sum((n - 1) * c for n, c in req.accept_hist.items())
+            draft = req.verify_ct * max(1, self.spec.num_draft_tokens - 1)
+            hist = [0] * self.spec.num_draft_tokens
+            for n, c in req.accept_hist.items():
+                hist[min(n, len(hist)) - 1] += c
+            meta["spec_accept_length"] = (len(req.output_ids) / req.verify_ct) if req.verify_ct else 0.0
+            meta["spec_accept_rate"] = accepted / draft if req.verify_ct else 0.0
+            meta["spec_accept_token_num"] = accepted
+            meta["spec_draft_token_num"] = draft
+            meta["spec_accept_histogram"] = hist
+
+    def _meta(self, req: SimRequest) -> dict[str, Any]:
+        meta: dict[str, Any] = {
+            "id": req.rid,
+            "finish_reason": req.finish_reason if req.done else None,
+            "prompt_tokens": len(req.prompt_ids),
+            "weight_version": "default",
+            "total_retractions": 0,
+            "completion_tokens": len(req.output_ids),
+            "cached_tokens": req.cached_tokens,
+        }
+        if req.done:
+            meta["e2e_latency"] = (req.finished_time or time.monotonic()) - req.created
+        self._spec_meta(req, meta)
+        if self.args.enable_metrics and req.done:
+            wall0 = self.start_time + (req.created - self._mono0())
+            first = req.first_token_time or req.created
+            end = req.finished_time or req.created
+            meta.update({
+                "request_received_ts": wall0,
+                "api_server_dispatch_finish_ts": wall0,
+                "forward_entry_time": wall0,
+                "prefill_finished_time": wall0 + (first - req.created),
+                "request_finished_ts": wall0 + (end - req.created),
+                "response_sent_to_client_ts": wall0 + (end - req.created),
+                "queue_time": 0.0,
+                "inference_time": end - req.created,
+                "decode_throughput": (len(req.output_ids) - 1) / max(1e-9, end - first),
+            })
+        return meta
+
+    _mono_at_start: float | None = None
+
+    def _mono0(self) -> float:
+        if self._mono_at_start is None:
+            self._mono_at_start = time.monotonic() - (time.time() - self.start_time)
+        return self._mono_at_start
+
+    # ------------------------------------------------------------------ endpoints
+    async def health(self, request: Request) -> Response:
+        if not self.ready:
+            return Response(503, b"", "text/plain")
+        req = self._new_request([1], {"max_new_tokens": 1, "temperature": 0}, default_max_new=1, is_health=True)
+        self._submit(req)
+        await self._wait_done(req)
+        return Response(200, b"", "text/plain")
+
+    async def generate(self, request: Request) -> Response | StreamingResponse:
+        body = self._body(request)
+        text, input_ids = body.get("text"), body.get("input_ids")
+        if (text is None) == (input_ids is None):
+            raise ApiError(400, "Either text or input_ids should be provided.")
+        sp = body.get("sampling_params") or {}
+        stream = bool(body.get("stream", False))
+        prompts: list[list[int]]
+        batch = False
+        if text is not None:
+            if isinstance(text, str):
+                prompts = [textgen.encode(text, self.facts.vocab_size)]
+            elif isinstance(text, list) and all(isinstance(t, str) for t in text):
+                batch = True
+                prompts = [textgen.encode(t, self.facts.vocab_size) for t in text]
+            else:
+                raise ApiError(400, "text must be a string or a list of strings")
+        else:
+            if isinstance(input_ids, list) and all(isinstance(i, int) for i in input_ids):
+                prompts = [list(input_ids)]
+            elif isinstance(input_ids, list) and all(isinstance(i, list) for i in input_ids):
+                batch = True
+                prompts = [list(x) for x in input_ids]
+            else:
+                raise ApiError(400, "input_ids must be a list of ints or a list of lists of ints")
+        if batch and stream:
+            raise ApiError(400, "sglbench sim: streaming a batch /generate request is not supported")
+        self._check_fault()
+        sps = sp if isinstance(sp, list) else [sp] * len(prompts)
+        reqs = [self._new_request(p, s, default_max_new=128) for p, s in zip(prompts, sps, strict=False)]
+        for req in reqs:
+            self._submit(req)
+        if not stream:
+            out = []
+            for req in reqs:
+                await self._wait_done(req)
+                out.append({"text": self._text_of(req)[0], "output_ids": req.output_ids, "meta_info": self._meta(req)})
+            return json_response(out if batch else out[0])
+        req = reqs[0]
+        incremental = bool(self.args.incremental_streaming_output)
+        interval = max(1, int(sp.get("stream_interval") or self.args.stream_interval or 1))
+
+        async def chunks() -> AsyncIterator[bytes]:
+            sent_ids = 0
+            sent_text = ""
+            async for _ in self._updates(req):
+                if not req.done and len(req.output_ids) - sent_ids < interval:
+                    continue
+                text_now = self._text_of(req)[0]
+                if incremental:
+                    obj = {"text": text_now[len(sent_text):], "output_ids": req.output_ids[sent_ids:],
+                           "meta_info": self._meta(req)}
+                else:
+                    obj = {"text": text_now, "output_ids": list(req.output_ids), "meta_info": self._meta(req)}
+                sent_ids, sent_text = len(req.output_ids), text_now
+                yield _sse(obj)
+            yield b"data: [DONE]\n\n"
+
+        return StreamingResponse(chunks(), on_disconnect=lambda: self._abort(req))
+
+    def _abort(self, req: SimRequest) -> None:
+        if not req.done:
+            req.cancelled = True
+            self.counters["num_aborted_requests"] += 1
+
+    # ---------------------------------------------------------------- OpenAI-compatible
+    def _usage(self, req: SimRequest) -> dict[str, Any]:
+        prompt, completion = len(req.prompt_ids), len(req.output_ids)
+        return {
+            "prompt_tokens": prompt,
+            "total_tokens": prompt + completion,
+            "completion_tokens": completion,
+            "prompt_tokens_details": {"cached_tokens": req.cached_tokens} if self.args.enable_cache_report else None,
+            "reasoning_tokens": 0,
+        }
+
+    @staticmethod
+    def _openai_finish(req: SimRequest, stop_hit: str | None) -> tuple[str | None, Any]:
+        if not req.done:
+            return None, None
+        if stop_hit is not None:
+            return "stop", stop_hit
+        reason = req.finish_reason or {}
+        if reason.get("type") == "length":
+            return "length", None
+        return "stop", reason.get("matched")
+
+    def _openai_params(self, body: dict[str, Any], chat: bool) -> tuple[dict[str, Any], list[str]]:
+        if "model" in body and not isinstance(body["model"], str):
+            raise ApiError(400, "model must be a string")
+        max_tokens = body.get("max_completion_tokens") if chat else None
+        if max_tokens is None:
+            max_tokens = body.get("max_tokens")
+        if max_tokens is None and not chat:
+            max_tokens = 16
+        n = body.get("n", 1)
+        if n not in (1, None):
+            raise ApiError(400, "sglbench sim: only n=1 is supported")
+        stop = body.get("stop")
+        stops = [stop] if isinstance(stop, str) else [s for s in (stop or []) if isinstance(s, str)]
+        sp = {"max_new_tokens": max_tokens, "ignore_eos": bool(body.get("ignore_eos", False)),
+              "stop_token_ids": body.get("stop_token_ids"), "sampling_seed": body.get("seed")}
+        return sp, stops
+
+    @staticmethod
+    def _apply_stops(text: str, stops: list[str]) -> tuple[str, str | None]:
+        cut, hit = len(text), None
+        for s in stops:
+            pos = text.find(s) if s else -1
+            if 0 <= pos < cut:
+                cut, hit = pos, s
+        return text[:cut], hit
+
+    async def completions(self, request: Request) -> Response | StreamingResponse:
+        body = self._body(request)
+        prompt = body.get("prompt")
+        if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):
+            prompt = prompt[0]
+        if isinstance(prompt, str):
+            ids = textgen.encode(prompt, self.facts.vocab_size)
+        elif isinstance(prompt, list) and all(isinstance(i, int) for i in prompt):
+            ids = list(prompt)
+        else:
+            raise ApiError(400, "prompt must be a string or a list of token ids (one prompt per request)")
+        sp, stops = self._openai_params(body, chat=False)
+        self._check_fault()
+        req = self._new_request(ids, sp, default_max_new=16)
+        self._submit(req)
+        rid = f"cmpl-{req.rid}"
+        created = int(time.time())
+        model = body.get("model") or self.served_model_name
+        if not body.get("stream"):
+            await self._wait_done(req)
+            text, hit = self._apply_stops(self._text_of(req)[0], stops)
+            reason, matched = self._openai_finish(req, hit)
+            if body.get("echo") and isinstance(prompt, str):
+                text = prompt + text
+            return json_response({
+                "id": rid, "object": "text_completion", "created": created, "model": model,
+                "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": reason,
+                             "matched_stop": matched}],
+                "usage": self._usage(req), "metadata": {"weight_version": "default"},
+            })
+        opts = body.get("stream_options") or {}
+        include_usage = bool(opts.get("include_usage"))
+        continuous = bool(opts.get("continuous_usage_stats"))
+
+        async def chunks() -> AsyncIterator[bytes]:
+            sent = ""
+            async for _ in self._updates(req):
+                text, hit = self._apply_stops(self._text_of(req)[0], stops)
+                if hit is not None and not req.done:
+                    self._abort(req)
+                    req.finish_reason = {"type": "stop", "matched": hit}
+                reason, matched = self._openai_finish(req, hit)
+                delta = text[len(sent):]
+                sent = text
+                if not delta and reason is None:
+                    continue
+                chunk: dict[str, Any] = {
+                    "id": rid, "object": "text_completion", "created": created, "model": model,
+                    "choices": [{"index": 0, "text": delta, "logprobs": None, "finish_reason": reason,
+                                 "matched_stop": matched}],
+                    "usage": self._usage(req) if continuous else None,
+                }
+                yield _sse(chunk)
+                if reason is not None:
+                    break
+            if include_usage:
+                yield _sse({"id": rid, "object": "text_completion", "created": created, "model": model,
+                            "choices": [], "usage": self._usage(req)})
+            yield b"data: [DONE]\n\n"
+
+        return StreamingResponse(chunks(), on_disconnect=lambda: self._abort(req))
+
+    def _chat_prompt(self, messages: object) -> str:
+        if not isinstance(messages, list) or not messages:
+            raise ApiError(400, "messages must be a non-empty list")
+        parts = []
+        for msg in messages:
+            if not isinstance(msg, dict) or "role" not in msg:
+                raise ApiError(400, "each message needs a role and content")
+            content = msg.get("content")
+            if isinstance(content, list):
+                content = " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+            parts.append(f"<|im_start|>{msg['role']}\n{content or ''}<|im_end|>\n")
+        parts.append("<|im_start|>assistant\n")
+        return "".join(parts)
+
+    async def chat_completions(self, request: Request) -> Response | StreamingResponse:
+        body = self._body(request)
+        ids = textgen.encode(self._chat_prompt(body.get("messages")), self.facts.vocab_size)
+        sp, stops = self._openai_params(body, chat=True)
+        self._check_fault()
+        req = self._new_request(ids, sp, default_max_new=None)
+        self._submit(req)
+        rid = req.rid
+        created = int(time.time())
+        model = body.get("model") or self.served_model_name
+        if not body.get("stream"):
+            await self._wait_done(req)
+            text, hit = self._apply_stops(self._text_of(req)[0], stops)
+            reason, matched = self._openai_finish(req, hit)
+            return json_response({
+                "id": rid, "object": "chat.completion", "created": created, "model": model,
+                "choices": [{"index": 0,
+                             "message": {"role": "assistant", "content": text.lstrip(), "reasoning_content": None,
+                                         "tool_calls": None},
+                             "logprobs": None, "finish_reason": reason, "matched_stop": matched}],
+                "usage": self._usage(req), "metadata": {"weight_version": "default"},
+            })
+        opts = body.get("stream_options") or {}
+        include_usage = bool(opts.get("include_usage"))
+        continuous = bool(opts.get("continuous_usage_stats"))
+
+        def chunk(delta: dict[str, Any], reason: str | None, matched: Any) -> bytes:
+            return _sse({
+                "id": rid, "object": "chat.completion.chunk", "created": created, "model": model,
+                "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": reason,
+                             "matched_stop": matched}],
+                "usage": self._usage(req) if continuous else None,
+            })
+
+        async def chunks() -> AsyncIterator[bytes]:
+            yield chunk({"role": "assistant", "content": ""}, None, None)
+            sent = ""
+            async for _ in self._updates(req):
+                text, hit = self._apply_stops(self._text_of(req)[0].lstrip(), stops)
+                if hit is not None and not req.done:
+                    self._abort(req)
+                    req.finish_reason = {"type": "stop", "matched": hit}
+                reason, matched = self._openai_finish(req, hit)
+                delta = text[len(sent):]
+                sent = text
+                if not delta and reason is None:
+                    continue
+                yield chunk({"content": delta} if delta else {}, reason, matched)
+                if reason is not None:
+                    break
+            if include_usage:
+                yield _sse({"id": rid, "object": "chat.completion.chunk", "created": created, "model": model,
+                            "choices": [], "usage": self._usage(req)})
+            yield b"data: [DONE]\n\n"
+
+        return StreamingResponse(chunks(), on_disconnect=lambda: self._abort(req))
+
+    # ------------------------------------------------------------------ info endpoints
+    def internal_state(self) -> dict[str, Any]:
+        state = dict(self.server_args)
+        if self.plan.mamba_slots is not None:
+            state["max_mamba_cache_size"] = self.plan.mamba_slots
+        state["last_gen_throughput"] = self.engine.last_gen_throughput
+        state["memory_usage"] = {
+            "weight": round(self.plan.weights_gib, 2),
+            "kvcache": round(self.plan.k_size_gib + self.plan.v_size_gib, 2),
+            "token_capacity": self.plan.max_total_num_tokens,
+            "graph": round(self.plan.cuda_graph_gib, 2),
+        }
+        state["effective_max_running_requests_per_dp"] = self.plan.max_running_requests
+        if self.spec is not None and self.engine.avg_spec_accept_length is not None:
+            state["avg_spec_accept_length"] = self.engine.avg_spec_accept_length
+        return state
+
+    def server_info_dict(self) -> dict[str, Any]:
+        info = dict(self.server_args)
+        info.update({
+            "status": "ready" if self.ready else "starting",
+            "max_total_num_tokens": self.plan.max_total_num_tokens,
+            "max_req_input_len": self.max_req_input_len,
+            "internal_states": [self.internal_state()],
+            "version": self.settings.sglang_version,
+            "sglbench_sim": {
+                "simulated": True,
+                "time_scale": self.settings.time_scale,
+                "accounting": self.plan.accounting,
+                "gpu": self.gpu_name,
+                "gpu_ids": self.gpu_ids,
+            },
+        })
+        return info
+
+    async def server_info(self, request: Request) -> Response:
+        return json_response(self.server_info_dict())
+
+    async def model_info(self, request: Request) -> Response:
+        return json_response({
+            "model_path": self.args.model_path,
+            "tokenizer_path": self.args.tokenizer_path or self.args.model_path,
+            "is_generation": True,
+            "preferred_sampling_params": None,
+            "weight_version": "default",
+            "has_image_understanding": self.facts.has_image_understanding,
+            "has_audio_understanding": False,
+            "model_type": self.facts.model_type,
+            "architectures": [self.facts.architecture],
+        })
+
+    async def models(self, request: Request) -> Response:
+        return json_response({"object": "list", "data": [{
+            "id": self.served_model_name, "object": "model", "created": self.created, "owned_by": "sglang",
+            "root": self.served_model_name, "parent": None, "max_model_len": self.context_len,
+        }]})
+
+    async def flush_cache(self, request: Request) -> Response:
+        if self.engine.running or self.engine.waiting:
+            return Response(400, b"Cache not flushed. Please check backend logs for more details. (When there "
+                                 b"are running or waiting requests, the operation will not be performed.)\n",
+                            "text/plain; charset=utf-8")
+        self._prefixes.clear()
+        self.log("Cache flushed successfully!")
+        return Response(200, FLUSH_TEXT.encode(), "text/plain; charset=utf-8")
+
+    async def set_internal_state(self, request: Request) -> Response:
+        body = self._body(request)
+        allowed = {"pp_max_micro_batch_size", "speculative_accept_threshold_single",
+                   "speculative_accept_threshold_acc"}
+        server_args = body.get("server_args") or {}
+        bad = sorted(set(server_args) - allowed) if isinstance(server_args, dict) else ["server_args"]
+        if bad:
+            return json_response({"updated": False, "server_args": self.server_args,
+                                  "message": f"Setting {bad} is not allowed"}, 400)
+        self.engine.reset_spec_stats()
+        return json_response({"updated": True, "server_args": dict(self.server_args)})
+
+    async def get_load(self, request: Request) -> Response:
+        return json_response([{"num_reqs": len(self.engine.running) + len(self.engine.waiting),
+                               "num_waiting_reqs": len(self.engine.waiting),
+                               "num_tokens": self.engine.used_tokens, "dp_rank": 0}])
+
+    async def metrics(self, request: Request) -> Response:
+        labels = f'model_name="{self.served_model_name}",engine_type="unified",tp_rank="0",pp_rank="0",moe_ep_rank="0"'
+        tok_labels = f'model_name="{self.served_model_name}"'
+        eng = self.engine
+        used = eng.used_tokens
+        cap = max(1, self.plan.max_total_num_tokens)
+        gauges = {
+            "num_running_reqs": len(eng.running),
+            "num_used_tokens": used,
+            "token_usage": used / cap,
+            "full_token_usage": used / cap,
+            "swa_token_usage": 0.0,
+            "mamba_usage": (len(eng.running) / max(1, self.plan.mamba_slots or 1)) if self.plan.mamba_slots else 0.0,
+            "decode_sum_seq_lens": used,
+            "gen_throughput": eng.last_gen_throughput,
+            "num_queue_reqs": len(eng.waiting),
+            "num_grammar_queue_reqs": 0,
+            "cache_hit_rate": (self.counters["cached_tokens"] / self.counters["prompt_tokens"])
+            if self.counters["prompt_tokens"] else 0.0,
+            "max_total_num_tokens": self.plan.max_total_num_tokens,
+            "spec_accept_length": eng.last_accept_length if self.spec else 0.0,
+            "spec_accept_rate": eng.last_accept_rate if self.spec else 0.0,
+            "num_retracted_reqs": 0,
+            "utilization": min(1.0, len(eng.running) / max(1, self.plan.max_running_requests)),
+            "engine_startup_time": self.startup_seconds,
+            "engine_load_weights_time": self.load_weights_seconds,
+            "is_cuda_graph": 0.0 if self.args.disable_cuda_graph else 1.0,
+            "new_token_ratio": 0.0,
+        }
+        lines: list[str] = []
+        for name, value in gauges.items():
+            lines += [f"# HELP sglang:{name} {name.replace('_', ' ')}.", f"# TYPE sglang:{name} gauge",
+                      f"sglang:{name}{{{labels}}} {float(value)}"]
+        lines += ["# HELP sglang:cache_config_info cache config.", "# TYPE sglang:cache_config_info gauge",
+                  f'sglang:cache_config_info{{{labels},page_size="{self.plan.page_size}",'
+                  f'num_pages="{self.plan.max_total_num_tokens // max(1, self.plan.page_size)}"}} 1.0']
+        counters = {
+            "prompt_tokens_total": self.counters["prompt_tokens"],
+            "generation_tokens_total": self.counters["generation_tokens"],
+            "cached_tokens_total": self.counters["cached_tokens"],
+            "num_requests_total": self.counters["num_requests"],
+            "num_aborted_requests_total": self.counters["num_aborted_requests"],
+        }
+        for name, value in counters.items():
+            lines += [f"# HELP sglang:{name} {name.replace('_', ' ')}.", f"# TYPE sglang:{name} counter",
+                      f"sglang:{name}{{{tok_labels}}} {float(value)}"]
+        sched_counters = {"num_retracted_requests_total": 0, "realtime_tokens_total": eng.realtime_tokens_total,
+                          "cuda_graph_passes_total": 0 if self.args.disable_cuda_graph else eng.decode_steps}
+        for name, value in sched_counters.items():
+            lines += [f"# HELP sglang:{name} {name.replace('_', ' ')}.", f"# TYPE sglang:{name} counter",
+                      f"sglang:{name}{{{labels}}} {float(value)}"]
+        lines += self.h_ttft.render("sglang:time_to_first_token_seconds", tok_labels)
+        lines += self.h_itl.render("sglang:inter_token_latency_seconds", tok_labels)
+        lines += self.h_e2e.render("sglang:e2e_request_latency_seconds", tok_labels)
+        lines += self.h_queue.render("sglang:queue_time_seconds", tok_labels)
+        return Response(200, ("\n".join(lines) + "\n").encode(), "text/plain; version=0.0.4; charset=utf-8")

@@ -1,0 +1,192 @@
+"""Simulated GPUs: the kinds we know, and a registry of the memory live stand-in processes hold.
+
+Each stand-in worker process (one per TP rank, like SGLang's scheduler processes) has a JSON file
+``<state_dir>/procs/<pid>.json`` saying which GPU indices it holds and how many MiB on each. The
+``nvidia-smi`` stand-in sums the entries of live processes; files of dead pids are ignored (and
+removed when possible), so memory is "freed" exactly when the holding process is gone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from sglbench.sim.settings import SimSettings
+
+
+@dataclass(frozen=True)
+class GpuKind:
+    name: str  # as nvidia-smi prints it
+    mem_mib: int
+    bandwidth_gbps: float  # memory bandwidth, GB/s (10^9 bytes)
+    bf16_tflops: float  # effective dense BF16 for prefill timing
+
+
+GPU_KINDS: dict[str, GpuKind] = {
+    "rtx-pro-6000": GpuKind("NVIDIA RTX PRO 6000 Blackwell Server Edition", 97887, 1597.0, 250.0),
+    "rtx-pro-6000-ws": GpuKind("NVIDIA RTX PRO 6000 Blackwell Workstation Edition", 97887, 1792.0, 250.0),
+    "h100": GpuKind("NVIDIA H100 80GB HBM3", 81559, 3350.0, 700.0),
+    "h200": GpuKind("NVIDIA H200", 143771, 4800.0, 700.0),
+    "b200": GpuKind("NVIDIA B200", 183359, 8000.0, 1600.0),
+    "a100": GpuKind("NVIDIA A100-SXM4-80GB", 81920, 2039.0, 250.0),
+}
+
+
+class GpuConfigError(ValueError):
+    """Bad GPU selection (unknown kind, device index out of range)."""
+
+
+def gpu_kind(settings: SimSettings) -> GpuKind:
+    """The configured GPU kind, with the MiB/bandwidth overrides applied."""
+    key = settings.gpu.strip()
+    kind = GPU_KINDS.get(key.lower())
+    if kind is None:
+        by_name = {k.name.lower(): k for k in GPU_KINDS.values()}
+        kind = by_name.get(key.lower())
+    if kind is None:
+        if settings.gpu_mem_mib is None:
+            raise GpuConfigError(
+                f"SGLBENCH_SIM_GPU={key!r} is not a known kind ({', '.join(GPU_KINDS)}); "
+                "use one of those or also set SGLBENCH_SIM_GPU_MEM_MIB"
+            )
+        kind = GpuKind(key, settings.gpu_mem_mib, 2000.0, 300.0)
+    if settings.gpu_mem_mib is not None:
+        kind = GpuKind(kind.name, settings.gpu_mem_mib, kind.bandwidth_gbps, kind.bf16_tflops)
+    if settings.gpu_bandwidth_gbps is not None:
+        kind = GpuKind(kind.name, kind.mem_mib, settings.gpu_bandwidth_gbps, kind.bf16_tflops)
+    return kind
+
+
+def gpu_uuid(kind: GpuKind, index: int) -> str:
+    return "GPU-" + str(uuid.uuid5(uuid.NAMESPACE_URL, f"sglbench-sim/{kind.name}/{index}"))
+
+
+def assigned_gpus(tp_size: int, gpu_count: int, cuda_visible_devices: str | None, base_gpu_id: int = 0) -> list[int]:
+    """Physical GPU indices a server with ``tp_size`` ranks uses (CUDA_VISIBLE_DEVICES order)."""
+    if cuda_visible_devices is not None and cuda_visible_devices.strip() != "":
+        try:
+            visible = [int(x) for x in cuda_visible_devices.split(",") if x.strip() != ""]
+        except ValueError:
+            raise GpuConfigError(
+                f"CUDA_VISIBLE_DEVICES={cuda_visible_devices!r}: the stand-in understands GPU indices only"
+            ) from None
+    else:
+        visible = list(range(gpu_count))
+    wanted = visible[base_gpu_id : base_gpu_id + tp_size]
+    if len(wanted) < tp_size:
+        raise GpuConfigError(
+            f"RuntimeError: CUDA error: invalid device ordinal (tp_size={tp_size} needs {tp_size} GPUs, "
+            f"{len(visible)} visible)"
+        )
+    bad = [i for i in wanted if not 0 <= i < gpu_count]
+    if bad:
+        raise GpuConfigError(f"RuntimeError: CUDA error: invalid device ordinal (GPU {bad[0]} does not exist)")
+    return wanted
+
+
+# ----------------------------------------------------------------------------------- registry
+
+
+def _procs_dir(state_dir: str) -> str:
+    return os.path.join(state_dir, "procs")
+
+
+def _start_time(pid: int) -> str | None:
+    """Process start time from /proc (guards against pid reuse); None when unavailable."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        if fields[0] == "Z":
+            return "zombie"
+        return fields[19]
+    except (OSError, IndexError):
+        return None
+
+
+def pid_alive(pid: int, start_time: str | None = None) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    now = _start_time(pid)
+    if now == "zombie":
+        return False
+    return not (start_time is not None and now is not None and now != start_time)
+
+
+def register(state_dir: str, pid: int, gpus: dict[int, int], process_name: str, role: str) -> None:
+    """Write (atomically) the GPU memory ``pid`` holds: ``{gpu_index: used_mib}``."""
+    directory = _procs_dir(state_dir)
+    os.makedirs(directory, exist_ok=True)
+    entry = {
+        "pid": pid,
+        "start_time": _start_time(pid),
+        "process_name": process_name,
+        "role": role,
+        "gpus": {str(k): int(v) for k, v in gpus.items()},
+    }
+    tmp = os.path.join(directory, f".{pid}.json.tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(entry, fh)
+    os.replace(tmp, os.path.join(directory, f"{pid}.json"))
+
+
+def unregister(state_dir: str, pid: int) -> None:
+    try:
+        os.unlink(os.path.join(_procs_dir(state_dir), f"{pid}.json"))
+    except OSError:
+        pass
+
+
+@dataclass(frozen=True)
+class Holder:
+    pid: int
+    process_name: str
+    role: str
+    gpus: dict[int, int]
+
+
+def live_holders(state_dir: str) -> list[Holder]:
+    """Entries of processes that are still alive (stale files are removed when possible)."""
+    directory = _procs_dir(state_dir)
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError:
+        return []
+    holders: list[Holder] = []
+    for name in names:
+        if not name.endswith(".json") or name.startswith("."):
+            continue
+        path = os.path.join(directory, name)
+        try:
+            with open(path, encoding="utf-8") as fh:
+                entry = json.load(fh)
+            pid = int(entry["pid"])
+            gpus = {int(k): int(v) for k, v in entry.get("gpus", {}).items()}
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if not pid_alive(pid, entry.get("start_time")):
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+            continue
+        holders.append(Holder(pid, str(entry.get("process_name", "python3")), str(entry.get("role", "")), gpus))
+    return holders
+
+
+def used_mib_by_gpu(state_dir: str, gpu_count: int, exclude_pids: Iterable[int] = ()) -> dict[int, int]:
+    excluded = set(exclude_pids)
+    used = dict.fromkeys(range(gpu_count), 0)
+    for holder in live_holders(state_dir):
+        if holder.pid in excluded:
+            continue
+        for index, mib in holder.gpus.items():
+            if index in used:
+                used[index] += mib
+    return used

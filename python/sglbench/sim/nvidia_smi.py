@@ -1,0 +1,198 @@
+"""``nvidia-smi`` stand-in for sim hosts (stdlib only).
+
+Answers the forms the project and SGLang use::
+
+    nvidia-smi --query-gpu=index,name,memory.total,memory.used[,memory.free,uuid,...] --format=csv[,noheader][,nounits]
+    nvidia-smi --query-compute-apps=pid,used_memory[,gpu_uuid,process_name,...] --format=csv[,noheader][,nounits]
+    nvidia-smi -L
+    nvidia-smi [-i N]          (a short human-readable table)
+
+GPU kind/count come from SGLBENCH_SIM_GPU / SGLBENCH_SIM_GPU_COUNT; memory in use is what live
+stand-in processes registered in SGLBENCH_SIM_STATE_DIR (see ``sglbench.sim.gpus``).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
+
+from sglbench.sim import gpus
+from sglbench.sim.settings import SimSettingsError, load_settings
+
+DRIVER_VERSION = "580.95.05"
+CUDA_VERSION = "13.0"
+
+_MIB_FIELDS = {"memory.total", "memory.used", "memory.free", "memory.reserved", "used_memory", "used_gpu_memory"}
+
+
+def _fmt(field: str, value: object, units: bool) -> str:
+    if field in _MIB_FIELDS:
+        return f"{value} MiB" if units else str(value)
+    if field in ("utilization.gpu", "utilization.memory"):
+        return f"{value} %" if units else str(value)
+    return str(value)
+
+
+def _header(field: str, units: bool) -> str:
+    if units and field in _MIB_FIELDS:
+        return f"{field} [MiB]"
+    if units and field.startswith("utilization."):
+        return f"{field} [%]"
+    return field
+
+
+def _parse(argv: Sequence[str]) -> dict[str, str]:
+    opts: dict[str, str] = {}
+    args = list(argv)
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg in ("-L", "--list-gpus"):
+            opts["list"] = "1"
+        elif arg in ("-i", "--id") and i + 1 < len(args):
+            opts["id"] = args[i + 1]
+            i += 1
+        elif "=" in arg and arg.startswith("--"):
+            key, value = arg[2:].split("=", 1)
+            opts[key if key != "id" else "id"] = value
+        elif arg.startswith("-i") and len(arg) > 2:
+            opts["id"] = arg[2:]
+        elif arg in ("-q", "--query"):
+            opts["query"] = "1"
+        else:
+            opts.setdefault("unknown", arg)
+        i += 1
+    return opts
+
+
+def run(argv: Sequence[str], out: Callable[[str], None]) -> int:
+    opts = _parse(argv)
+    if "unknown" in opts:
+        out(f'Invalid combination of input arguments. Please run "nvidia-smi -h" for help. ({opts["unknown"]})')
+        return 2
+    try:
+        settings = load_settings()
+        kind = gpus.gpu_kind(settings)
+    except (SimSettingsError, gpus.GpuConfigError) as exc:
+        out(f"nvidia-smi (sglbench sim): {exc}")
+        return 9
+    count = settings.gpu_count
+    indices = list(range(count))
+    if "id" in opts:
+        try:
+            indices = [int(x) for x in opts["id"].split(",")]
+        except ValueError:
+            out(f"No devices were found matching {opts['id']!r}")
+            return 6
+        if any(not 0 <= i < count for i in indices):
+            out("No devices were found")
+            return 6
+    holders = gpus.live_holders(settings.state_dir)
+    used = dict.fromkeys(range(count), 0)
+    for holder in holders:
+        for index, mib in holder.gpus.items():
+            if index in used:
+                used[index] += mib
+
+    fmt = opts.get("format", "csv").split(",")
+    header = "noheader" not in fmt
+    units = "nounits" not in fmt
+
+    if "list" in opts:
+        for i in indices:
+            out(f"GPU {i}: {kind.name} (UUID: {gpus.gpu_uuid(kind, i)})")
+        return 0
+
+    if "query-gpu" in opts:
+        fields = [f.strip() for f in opts["query-gpu"].split(",") if f.strip()]
+
+        def gpu_value(field: str, i: int) -> object:
+            values: dict[str, object] = {
+                "index": i,
+                "name": kind.name,
+                "uuid": gpus.gpu_uuid(kind, i),
+                "memory.total": kind.mem_mib,
+                "memory.used": min(kind.mem_mib, used[i]),
+                "memory.free": max(0, kind.mem_mib - used[i]),
+                "memory.reserved": 0,
+                "count": count,
+                "driver_version": DRIVER_VERSION,
+                "pci.bus_id": f"00000000:{0x18 + i:02X}:00.0",
+                "utilization.gpu": 0,
+                "utilization.memory": 0,
+                "persistence_mode": "Enabled",
+                "compute_mode": "Default",
+                "temperature.gpu": 35,
+            }
+            return values[field]
+
+        for field in fields:
+            try:
+                gpu_value(field, 0)
+            except KeyError:
+                out(f'Field "{field}" is not a valid field to query.')
+                return 2
+        if header:
+            out(", ".join(_header(f, units) for f in fields))
+        for i in indices:
+            out(", ".join(_fmt(f, gpu_value(f, i), units) for f in fields))
+        return 0
+
+    if "query-compute-apps" in opts:
+        fields = [f.strip() for f in opts["query-compute-apps"].split(",") if f.strip()]
+        valid = {"pid", "used_memory", "used_gpu_memory", "gpu_uuid", "process_name", "gpu_bus_id", "gpu_name",
+                 "name"}
+        for field in fields:
+            if field not in valid:
+                out(f'Field "{field}" is not a valid field to query.')
+                return 2
+        if header:
+            out(", ".join(_header(f, units) for f in fields))
+        for index in indices:
+            for holder in holders:
+                if index not in holder.gpus:
+                    continue
+                row = {
+                    "pid": holder.pid,
+                    "used_memory": holder.gpus[index],
+                    "used_gpu_memory": holder.gpus[index],
+                    "gpu_uuid": gpus.gpu_uuid(kind, index),
+                    "process_name": holder.process_name,
+                    "name": holder.process_name,
+                    "gpu_bus_id": f"00000000:{0x18 + index:02X}:00.0",
+                    "gpu_name": kind.name,
+                }
+                out(", ".join(_fmt(f, row[f], units) for f in fields))
+        return 0
+
+    # Plain `nvidia-smi`: a short table in the spirit of the real one.
+    out(f"| NVIDIA-SMI {DRIVER_VERSION}   Driver Version: {DRIVER_VERSION}   CUDA Version: {CUDA_VERSION} "
+        "(sglbench sim) |")
+    for i in indices:
+        out(f"| {i:>3}  {kind.name:<48} | {used[i]:>6}MiB / {kind.mem_mib:>6}MiB |")
+    out("| Processes:")
+    any_proc = False
+    for holder in holders:
+        for index, mib in sorted(holder.gpus.items()):
+            if index in indices:
+                any_proc = True
+                out(f"| {index:>3}  {holder.pid:>8}  C  {holder.process_name:<30} {mib:>6}MiB |")
+    if not any_proc:
+        out("|  No running processes found")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    lines: list[str] = []
+    code = run(argv, lines.append)
+    try:
+        sys.stdout.write("".join(line + "\n" for line in lines))
+        sys.stdout.flush()
+    except BrokenPipeError:
+        pass
+    return code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,215 @@
+"""Stand-in settings: every ``SGLBENCH_SIM_*`` environment variable, parsed in one place.
+
+``VARIABLES`` is the single list of supported variables (name, default, meaning); the README
+table is checked against it by the tests. Bad values fail with a message naming the variable.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+SIM_VERSION = "0.0.0+sglbench.sim"
+
+# (name, default shown in the docs, meaning)
+VARIABLES: tuple[tuple[str, str, str], ...] = (
+    ("SGLBENCH_SIM_TIME_SCALE", "1.0",
+     "Multiplies every simulated duration (startup phases and token timing). 1.0 = real-world, 0.01 = 100x faster."),
+    ("SGLBENCH_SIM_SEED", "0",
+     "Seed for generated text, output lengths and speculative acceptance (combined with the request content)."),
+    ("SGLBENCH_SIM_GPU", "rtx-pro-6000",
+     "GPU kind: an alias (rtx-pro-6000, rtx-pro-6000-ws, h100, h200, b200, a100) or a full nvidia-smi name."),
+    ("SGLBENCH_SIM_GPU_COUNT", "8", "Number of simulated GPUs on the host."),
+    ("SGLBENCH_SIM_GPU_MEM_MIB", "(per kind)", "Override the per-GPU memory (MiB) of the GPU kind."),
+    ("SGLBENCH_SIM_GPU_BANDWIDTH_GBPS", "(per kind)", "Override the GPU memory bandwidth (GB/s) used for decode timing."),
+    ("SGLBENCH_SIM_STATE_DIR", "/run/sglbench-sim (root) or $TMPDIR/sglbench-sim-$UID",
+     "Where live stand-in processes register the GPU memory they hold (read by the nvidia-smi stand-in)."),
+    ("SGLBENCH_SIM_SGLANG_VERSION", SIM_VERSION,
+     "Version string reported by /server_info and sglang.__version__; picks the accounting variant if "
+     "SGLBENCH_SIM_ACCOUNTING is unset."),
+    ("SGLBENCH_SIM_ACCOUNTING", "A",
+     "SGLang memory-accounting and log variant to emulate: A (<= May 2026, V1 log lines), B (Jun-Jul 2026), "
+     "C (Aug 2026+). B and C print the V3 'KV Cache is allocated. dtype: ...' form."),
+    ("SGLBENCH_SIM_WEIGHTS_GIB", "(planner)", "Per-rank target weight memory in GiB (default: the capacity planner's estimate)."),
+    ("SGLBENCH_SIM_DRAFT_WEIGHTS_GIB", "(planner)", "Draft model weight memory in GiB."),
+    ("SGLBENCH_SIM_INIT_SECONDS", "4.0", "Simulated torch-distributed init time (scaled)."),
+    ("SGLBENCH_SIM_LOAD_GIBPS", "2.0", "Simulated weight loading speed in GiB/s (scaled)."),
+    ("SGLBENCH_SIM_GRAPH_SECONDS", "20.0", "Simulated CUDA graph capture time per worker (scaled; 0 with --disable-cuda-graph)."),
+    ("SGLBENCH_SIM_SLOW_START_SECONDS", "0",
+     "Fault: extra startup delay (scaled) before weights load, to exercise readiness timeouts."),
+    ("SGLBENCH_SIM_FAIL_LOAD", "(unset)",
+     "Fault: fail during weight load. 'oom' (or 1) = torch.OutOfMemoryError, 'corrupt' = safetensors header error."),
+    ("SGLBENCH_SIM_NEVER_READY", "0", "Fault: 1 = HTTP server starts but the warmup never finishes (/health stays 503)."),
+    ("SGLBENCH_SIM_CRASH_AFTER_REQUESTS", "0",
+     "Fault: N > 0 = the server crashes (scheduler exception, exit 1) after finishing N generation requests."),
+    ("SGLBENCH_SIM_ERROR_RATE", "0",
+     "Fault: fraction (0..1) of generation requests answered with HTTP 500 (deterministic under the seed)."),
+    ("SGLBENCH_SIM_ORPHAN_WORKER", "0",
+     "Fault: 1 = on SIGTERM the main process exits but leaves one TP worker alive holding its GPU memory."),
+    ("SGLBENCH_SIM_ORPHAN_TTL_SECONDS", "0",
+     "Real seconds an orphaned worker lives before exiting by itself (0 = until killed)."),
+    ("SGLBENCH_SIM_ACCEPT_LENGTH", "(per algorithm)",
+     "Mean speculative accept length per verify step incl. the bonus token (DFLASH 6.5, DDTREE 7.5, EAGLE* 3.0, "
+     "NEXTN 3.0, STANDALONE 2.5, NGRAM 2.0; capped at the draft token count)."),
+    ("SGLBENCH_SIM_ACCEPT_DIST", "(geometric)",
+     "Explicit accept-length distribution: comma-separated weights for lengths 1, 2, ... (overrides the mean)."),
+    ("SGLBENCH_SIM_OUTPUT_LEN", "256",
+     "Mean natural output length (tokens) before EOS when ignore_eos is false (deterministic per request)."),
+    ("SGLBENCH_SIM_PREFILL_TOKENS_PER_S", "(derived)",
+     "Override the prefill speed (tokens/s at time scale 1; default from GPU FLOPs and model size)."),
+)
+
+_KNOWN = {name for name, _d, _m in VARIABLES}
+
+
+class SimSettingsError(ValueError):
+    """A malformed SGLBENCH_SIM_* value (the message names the variable)."""
+
+
+def default_state_dir() -> str:
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        return "/run/sglbench-sim"
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    return os.path.join(tempfile.gettempdir(), f"sglbench-sim-{uid}")
+
+
+@dataclass(frozen=True)
+class SimSettings:
+    time_scale: float = 1.0
+    seed: int = 0
+    gpu: str = "rtx-pro-6000"
+    gpu_count: int = 8
+    gpu_mem_mib: int | None = None
+    gpu_bandwidth_gbps: float | None = None
+    state_dir: str = ""
+    sglang_version: str = SIM_VERSION
+    accounting: str | None = None
+    weights_gib: float | None = None
+    draft_weights_gib: float | None = None
+    init_seconds: float = 4.0
+    load_gibps: float = 2.0
+    graph_seconds: float = 20.0
+    slow_start_seconds: float = 0.0
+    fail_load: str | None = None
+    never_ready: bool = False
+    crash_after_requests: int = 0
+    error_rate: float = 0.0
+    orphan_worker: bool = False
+    orphan_ttl_seconds: float = 0.0
+    accept_length: float | None = None
+    accept_dist: tuple[float, ...] | None = None
+    output_len: int = 256
+    prefill_tokens_per_s: float | None = None
+
+    def scaled(self, seconds: float) -> float:
+        """Real seconds to wait for ``seconds`` of simulated time."""
+        return max(0.0, seconds * self.time_scale)
+
+
+def unknown_variables(env: Mapping[str, str] | None = None) -> list[str]:
+    """SGLBENCH_SIM_* names that are set but not supported (likely typos; the stand-in warns)."""
+    env = os.environ if env is None else env
+    return sorted(k for k in env if k.startswith("SGLBENCH_SIM_") and k not in _KNOWN)
+
+
+def _get(env: Mapping[str, str], name: str) -> str | None:
+    value = env.get(name)
+    return None if value is None or value.strip() == "" else value.strip()
+
+
+def _float(env: Mapping[str, str], name: str, default: float | None, *, lo: float | None = None,
+           hi: float | None = None) -> float | None:
+    raw = _get(env, name)
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise SimSettingsError(f"{name}={raw!r} is not a number") from None
+    if (lo is not None and value < lo) or (hi is not None and value > hi):
+        raise SimSettingsError(f"{name}={raw!r} must be in [{lo}, {hi}]")
+    return value
+
+
+def _int(env: Mapping[str, str], name: str, default: int | None, *, lo: int = 0) -> int | None:
+    raw = _get(env, name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise SimSettingsError(f"{name}={raw!r} is not an integer") from None
+    if value < lo:
+        raise SimSettingsError(f"{name}={raw!r} must be >= {lo}")
+    return value
+
+
+def _bool(env: Mapping[str, str], name: str) -> bool:
+    raw = _get(env, name)
+    if raw is None:
+        return False
+    if raw.lower() in ("1", "true", "yes", "on"):
+        return True
+    if raw.lower() in ("0", "false", "no", "off"):
+        return False
+    raise SimSettingsError(f"{name}={raw!r}: use 1 or 0")
+
+
+def load_settings(env: Mapping[str, str] | None = None) -> SimSettings:
+    """Read every SGLBENCH_SIM_* variable; raise :class:`SimSettingsError` on a bad value."""
+    env = os.environ if env is None else env
+    accounting = _get(env, "SGLBENCH_SIM_ACCOUNTING")
+    if accounting is not None:
+        accounting = accounting.upper()
+        if accounting not in ("A", "B", "C"):
+            raise SimSettingsError(f"SGLBENCH_SIM_ACCOUNTING={accounting!r} must be A, B or C")
+    fail_load = _get(env, "SGLBENCH_SIM_FAIL_LOAD")
+    if fail_load is not None:
+        fail_load = fail_load.lower()
+        if fail_load in ("0", "false", "no", "off"):
+            fail_load = None
+        elif fail_load in ("1", "true", "yes", "on"):
+            fail_load = "oom"
+        elif fail_load not in ("oom", "corrupt"):
+            raise SimSettingsError(f"SGLBENCH_SIM_FAIL_LOAD={fail_load!r} must be oom, corrupt, 1 or 0")
+    dist_raw = _get(env, "SGLBENCH_SIM_ACCEPT_DIST")
+    accept_dist = None
+    if dist_raw is not None:
+        try:
+            accept_dist = tuple(float(x) for x in dist_raw.split(","))
+        except ValueError:
+            raise SimSettingsError(
+                f"SGLBENCH_SIM_ACCEPT_DIST={dist_raw!r}: give comma-separated weights, e.g. 0.1,0.2,0.7"
+            ) from None
+        if not accept_dist or any(w < 0 for w in accept_dist) or sum(accept_dist) <= 0:
+            raise SimSettingsError(f"SGLBENCH_SIM_ACCEPT_DIST={dist_raw!r}: weights must be >= 0, sum > 0")
+    time_scale = _float(env, "SGLBENCH_SIM_TIME_SCALE", 1.0, lo=0.0)
+    return SimSettings(
+        time_scale=float(time_scale if time_scale is not None else 1.0),
+        seed=int(_int(env, "SGLBENCH_SIM_SEED", 0) or 0),
+        gpu=_get(env, "SGLBENCH_SIM_GPU") or "rtx-pro-6000",
+        gpu_count=int(_int(env, "SGLBENCH_SIM_GPU_COUNT", 8, lo=1) or 8),
+        gpu_mem_mib=_int(env, "SGLBENCH_SIM_GPU_MEM_MIB", None, lo=1),
+        gpu_bandwidth_gbps=_float(env, "SGLBENCH_SIM_GPU_BANDWIDTH_GBPS", None, lo=1.0),
+        state_dir=_get(env, "SGLBENCH_SIM_STATE_DIR") or default_state_dir(),
+        sglang_version=_get(env, "SGLBENCH_SIM_SGLANG_VERSION") or SIM_VERSION,
+        accounting=accounting,
+        weights_gib=_float(env, "SGLBENCH_SIM_WEIGHTS_GIB", None, lo=0.0),
+        draft_weights_gib=_float(env, "SGLBENCH_SIM_DRAFT_WEIGHTS_GIB", None, lo=0.0),
+        init_seconds=float(_float(env, "SGLBENCH_SIM_INIT_SECONDS", 4.0, lo=0.0) or 0.0),
+        load_gibps=float(_float(env, "SGLBENCH_SIM_LOAD_GIBPS", 2.0, lo=0.001) or 2.0),
+        graph_seconds=float(_float(env, "SGLBENCH_SIM_GRAPH_SECONDS", 20.0, lo=0.0) or 0.0),
+        slow_start_seconds=float(_float(env, "SGLBENCH_SIM_SLOW_START_SECONDS", 0.0, lo=0.0) or 0.0),
+        fail_load=fail_load,
+        never_ready=_bool(env, "SGLBENCH_SIM_NEVER_READY"),
+        crash_after_requests=int(_int(env, "SGLBENCH_SIM_CRASH_AFTER_REQUESTS", 0) or 0),
+        error_rate=float(_float(env, "SGLBENCH_SIM_ERROR_RATE", 0.0, lo=0.0, hi=1.0) or 0.0),
+        orphan_worker=_bool(env, "SGLBENCH_SIM_ORPHAN_WORKER"),
+        orphan_ttl_seconds=float(_float(env, "SGLBENCH_SIM_ORPHAN_TTL_SECONDS", 0.0, lo=0.0) or 0.0),
+        accept_length=_float(env, "SGLBENCH_SIM_ACCEPT_LENGTH", None, lo=1.0),
+        accept_dist=accept_dist,
+        output_len=int(_int(env, "SGLBENCH_SIM_OUTPUT_LEN", 256, lo=1) or 256),
+        prefill_tokens_per_s=_float(env, "SGLBENCH_SIM_PREFILL_TOKENS_PER_S", None, lo=1.0),
+    )

@@ -1,0 +1,130 @@
+"""Deterministic tokenizer and text generator of the stand-in.
+
+Tokenizer: text is split into words and single punctuation marks (regex ``\\w+|[^\\w\\s]``); words
+longer than 6 characters are cut into 6-character pieces. Each piece is one token whose id is a
+CRC32 of the piece folded into the model's vocabulary (ids below 1000 are left for specials).
+That gives roughly 1.2-1.4 tokens per English word, close enough to a BPE tokenizer for load
+shapes. ``input_ids`` are taken as given.
+
+Generator: output tokens come from a fixed 256-word list, drawn by a PRNG seeded with
+``SGLBENCH_SIM_SEED`` and the request content (prompt ids + sampling seed), so the same request
+always produces the same text, independent of batching, timing and time scale. The natural
+output length (before EOS, when ``ignore_eos`` is false) is drawn the same way.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import re
+import zlib
+from collections.abc import Sequence
+
+_PIECE = re.compile(r"\w+|[^\w\s]")
+WORD_BASE = 1000
+
+WORDS: tuple[str, ...] = tuple(
+    """the of and to in a is that for it as was with be by on not he this are or his from at which but
+    have an they you were her she there been one all we their has would when if so no will what more
+    about up out them some could into than other time only new these two may first then do any like
+    my now over such our man me even most made after also did many before must through back years
+    where much your way well down should because each just those people how too little state good
+    very make world still own see men work long get here between both life being under never day
+    same another know while last might us great old year off come since against go came right used
+    take three system model token memory cache server request batch decode prefill tensor graph
+    kernel stream latency throughput queue worker parallel context window draft verify accept
+    length sample result value number point data level order group case part place problem fact
+    hand week company week water room mother area money story month lot study book eye job word
+    business issue side kind head house service friend father power hour game line end member law
+    car city community name president team minute idea kid body information nothing ago lead social
+    understand whether watch together follow around parent stop face anything create public already
+    speak others read""".split()
+)[:256]
+
+
+def _fold(piece: str, vocab_size: int) -> int:
+    span = max(1, vocab_size - WORD_BASE - len(WORDS) - 1)
+    return WORD_BASE + len(WORDS) + zlib.crc32(piece.encode("utf-8")) % span
+
+
+def encode(text: str, vocab_size: int) -> list[int]:
+    ids: list[int] = []
+    for match in _PIECE.finditer(text):
+        piece = match.group(0)
+        for start in range(0, len(piece), 6):
+            ids.append(_fold(piece[start : start + 6], vocab_size))
+    return ids
+
+
+def decode_token(token_id: int) -> str:
+    """Text of one generated token (generated ids map to the word list)."""
+    index = token_id - WORD_BASE
+    if 0 <= index < len(WORDS):
+        return " " + WORDS[index]
+    return ""
+
+
+def decode(ids: Sequence[int]) -> str:
+    return "".join(decode_token(i) for i in ids)
+
+
+def request_key(prompt_ids: Sequence[int], sampling_seed: object = None) -> str:
+    h = hashlib.sha256()
+    h.update(repr(sampling_seed).encode())
+    h.update(b"|")
+    h.update(",".join(str(i) for i in prompt_ids).encode())
+    return h.hexdigest()[:32]
+
+
+class Generator:
+    """Deterministic stream of output token ids for one request."""
+
+    def __init__(self, seed: int, key: str, mean_output_len: int) -> None:
+        self._rng = random.Random(f"{seed}:{key}:text")
+        length_rng = random.Random(f"{seed}:{key}:len")
+        # Natural length: geometric-like with the configured mean, at least 1.
+        self.natural_len = max(1, int(length_rng.expovariate(1.0 / max(1, mean_output_len))) + 1)
+
+    def next_ids(self, count: int) -> list[int]:
+        return [WORD_BASE + self._rng.randrange(len(WORDS)) for _ in range(count)]
+
+
+def geometric_accept_probability(mean: float, max_len: int) -> float:
+    """Per-draft-token acceptance ``a`` so that E[min(1 + Geom(a), max_len)] = mean (bisection)."""
+    mean = min(max(1.0, mean), float(max_len))
+    if max_len <= 1 or mean <= 1.0:
+        return 0.0
+    if mean >= max_len:
+        return 1.0
+    lo, hi = 0.0, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        expected = sum(mid**k for k in range(max_len))
+        if expected < mean:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+class AcceptSampler:
+    """Accept length per verify step (tokens emitted incl. the bonus token), deterministic per request."""
+
+    def __init__(self, seed: int, key: str, max_len: int, mean: float,
+                 weights: Sequence[float] | None = None) -> None:
+        self._rng = random.Random(f"{seed}:{key}:accept")
+        self.max_len = max(1, max_len)
+        self._weights = None
+        if weights:
+            trimmed = list(weights[: self.max_len])
+            if sum(trimmed) > 0:
+                self._weights = trimmed
+        self._a = geometric_accept_probability(mean, self.max_len)
+
+    def draw(self) -> int:
+        if self._weights is not None:
+            return self._rng.choices(range(1, len(self._weights) + 1), weights=self._weights)[0]
+        length = 1
+        while length < self.max_len and self._rng.random() < self._a:
+            length += 1
+        return length
