@@ -45,6 +45,7 @@ GPU_KINDS: tuple[GpuKind, ...] = (
     GpuKind("A100", 81920, ("a100-80gb", "a100 80gb", "a100-sxm4-80gb"), "80 GB HBM2e"),
     GpuKind("A100 40GB", 40960, ("a100-40gb",), "40 GB HBM2"),
     GpuKind("L40S", 46068, ("l40s",), "48 GB GDDR6"),
+    GpuKind("L4", 23034, ("nvidia-l4",), "24 GB GDDR6"),
     GpuKind("RTX 4090", 24564, ("rtx-4090", "4090"), "24 GB GDDR6X"),
 )
 
