@@ -511,14 +511,13 @@ class SimServer:
             log("The server is fired up and ready to roll!")
 
         warm = loop.create_task(warmup())
-        async with server:
-            await stop.wait()
-            warm.cancel()
-            log("INFO:     Shutting down")
-            server.close()
-            log("INFO:     Waiting for application shutdown.")
-            log("INFO:     Application shutdown complete.")
-            log(f"INFO:     Finished server process [{os.getpid()}]")
+        await stop.wait()
+        warm.cancel()
+        log("INFO:     Shutting down")
+        server.close()  # open keep-alive connections are dropped with the process
+        log("INFO:     Waiting for application shutdown.")
+        log("INFO:     Application shutdown complete.")
+        log(f"INFO:     Finished server process [{os.getpid()}]")
         keep = 0 if settings.orphan_worker else None
         self.kill_workers(keep=keep)
         return exit_code

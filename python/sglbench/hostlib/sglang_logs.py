@@ -1,0 +1,191 @@
+"""SGLang server log lines: the regexes (written from SGLang's format strings) and two readers.
+
+Standard library only; shipped to the GPU host as ``module_utils/sglbench_sglang_logs.py``. The
+stand-in's tests parse its output with these same regexes, so the stand-in and the readers cannot
+drift apart silently.
+
+- :func:`parse_startup_log` pulls the memory/capacity numbers out of a startup log (journal text).
+- :func:`classify_failure` names why a start failed: ``zero_requests``, ``not_enough_memory``,
+  ``cuda_oom``, ``bad_args``, ``port_in_use``, ``readiness_timeout`` or ``unknown``.
+
+Log lines look like ``[2026-05-01 12:00:00 TP0] message``; the `` TPn`` tag (and DPn/PPn/...)
+appears only when that parallel size is > 1. All "GB" figures are GiB.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+PREFIX = re.compile(
+    r"^\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?)(?P<tags>(?: (?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+)*)\] ?"
+)
+_NUM = r"(\d+(?:\.\d+)?)"
+
+INIT_END = re.compile(r"Init torch distributed ends\. elapsed=(?P<s>[\d.]+) s, mem usage=(?P<mem>[\d.]+) GB")
+LOAD_BEGIN = re.compile(r"Load weight begin\. avail mem=(?P<avail>[\d.]+) GB")
+LOAD_END = re.compile(
+    r"Load weight end\. elapsed=(?P<s>[\d.]+) s, type=(?P<cls>[\w.]+), .*?avail mem=(?P<avail>[\d.]+) GB, "
+    r"mem usage=(?P<weights>[\d.]+) GB"
+)
+KV_DTYPE = re.compile(r"Using KV cache dtype: (?P<dtype>[\w.]+)")
+KV_ALLOC = re.compile(
+    r"KV Cache is allocated\. (?:dtype: (?P<dtype>[\w.]+), )?#tokens: (?P<tokens>\d+), "
+    r"(?:K size: (?P<k>[\d.]+) GB, V size: (?P<v>[\d.]+) GB|KV size: (?P<kv>[\d.]+) GB)"
+)
+MAMBA = re.compile(
+    r"Mamba Cache is allocated\. max_mamba_cache_size: (?P<slots>\d+), conv_state size: (?P<conv>[\d.]+)GB, "
+    r"ssm_state size: (?P<ssm>[\d.]+)GB(?: intermediate_ssm_state_cache size: (?P<issm>[\d.]+)GB "
+    r"intermediate_conv_window_cache size: (?P<iconv>[\d.]+)GB)?"
+)
+MAX_NUM_REQS = re.compile(
+    r"Max concurrent requests \(per dp worker\) from the finalized token capacity: max_num_reqs=(?P<n>\d+)\."
+)
+POOL_END = re.compile(r"Memory pool end\. avail mem=(?P<avail>[\d.]+) GB")
+GRAPH_BEGIN = re.compile(r"Capture cuda graph begin\. This can take up to several minutes\. avail mem=(?P<avail>[\d.]+) GB")
+GRAPH_END = re.compile(
+    r"Capture cuda graph end\. Time elapsed: (?P<s>[\d.]+) s\. mem usage=(?P<mem>[\d.]+) GB\. "
+    r"avail mem=(?P<avail>[\d.]+) GB\."
+)
+SUMMARY = re.compile(
+    r"max_total_num_tokens=(?P<tok>\d+), chunked_prefill_size=(?P<cps>-?\d+), max_prefill_tokens=(?P<mpt>\d+), "
+    r"max_running_requests=(?P<mrr>\d+), context_len=(?P<ctx>\d+), available_gpu_mem=(?P<avail>[\d.]+) GB"
+)
+UVICORN = re.compile(r"Uvicorn running on (?P<url>https?://(?P<host>[^:\s]+):(?P<port>\d+))")
+READY = re.compile(r"The server is fired up and ready to roll!")
+DECODE = re.compile(
+    r"Decode batch.*?#running-req: (?P<run>\d+)(?:.*?accept len: (?P<acc>[\d.]+), accept rate: (?P<rate>[\d.]+),)?"
+    r".*?gen throughput \(token/s\): (?P<tps>[\d.]+)"
+)
+DFLASH_INIT = re.compile(r"Initialized DFLASH draft runner\..*?block_size=(?P<block>\d+)")
+
+ZERO_REQ = re.compile(
+    r"max_running_request is zero|state cache is too small to serve|capture_bs=\[0\]"
+)
+NOT_ENOUGH = re.compile(
+    r"Not enough memory\. Please try to increase --mem-fraction-static|Loaded weights leave no GPU memory"
+    r"|Not enough GPU memory for hybrid|Memory pool size is too small"
+)
+CUDA_OOM = re.compile(r"CUDA out of memory|OutOfMemoryError|CUDA error: out of memory")
+PORT_IN_USE = re.compile(r"address already in use|\[Errno 98\]|Address already in use")
+BAD_ARGS = re.compile(
+    r"error: unrecognized arguments|error: argument |: error: |invalid choice|No module named"
+    r"|ModuleNotFoundError|ImportError|does not appear to have a file named config\.json"
+    r"|is not a valid JSON file|the following arguments are required"
+)
+_EXCEPTION_LINE = re.compile(r"^(?:[\w.]+(?:Error|Exception)|AssertionError|SafetensorError)\b.*")
+
+FAILURE_CAUSES = ("zero_requests", "not_enough_memory", "cuda_oom", "bad_args", "port_in_use",
+                  "readiness_timeout", "unknown")
+
+
+def split_line(line: str) -> tuple[str, int | None]:
+    """``(message, tp_rank)``; the rank is None when the line has no TP tag (TP1 or main process)."""
+    match = PREFIX.match(line)
+    if not match:
+        return line, None
+    tp = re.search(r"TP(\d+)", match.group("tags") or "")
+    return line[match.end():], int(tp.group(1)) if tp else None
+
+
+def _f(value: str | None) -> float | None:
+    return float(value) if value is not None else None
+
+
+def parse_startup_log(text: str) -> dict[str, Any]:
+    """Memory/capacity facts from an SGLang startup log (only TP rank 0 or untagged lines count).
+
+    With speculative decoding the first ``Load weight end`` / ``KV Cache is allocated`` lines are
+    the target's and the second ones the draft's. Missing facts are None.
+    """
+    out: dict[str, Any] = {
+        "tp_size": 1, "load_begin_avail_gib": None, "weights_gib": None, "draft_weights_gib": None,
+        "model_class": None, "draft_model_class": None, "kv_dtype": None, "kv": None, "draft_kv": None,
+        "mamba": None, "max_num_reqs": None, "pool_end_avail_gib": None, "cuda_graph": [],
+        "summary": None, "max_total_num_tokens": None, "max_running_requests": None, "context_len": None,
+        "available_gpu_mem_gib": None, "uvicorn": None, "ready": False, "decode": [],
+        "dflash_block_size": None,
+    }
+    loads: list[re.Match[str]] = []
+    kvs: list[dict[str, Any]] = []
+    max_rank = 0
+    for raw in text.splitlines():
+        msg, rank = split_line(raw)
+        if rank is not None:
+            max_rank = max(max_rank, rank)
+            if rank != 0:
+                continue
+        if m := LOAD_BEGIN.search(msg):
+            if out["load_begin_avail_gib"] is None:
+                out["load_begin_avail_gib"] = float(m.group("avail"))
+        elif m := LOAD_END.search(msg):
+            loads.append(m)
+        elif m := KV_ALLOC.search(msg):
+            kvs.append({"tokens": int(m.group("tokens")), "dtype": m.group("dtype"), "k_gib": _f(m.group("k")),
+                        "v_gib": _f(m.group("v")), "kv_gib": _f(m.group("kv"))})
+        elif m := KV_DTYPE.search(msg):
+            out["kv_dtype"] = out["kv_dtype"] or m.group("dtype")
+        elif m := MAMBA.search(msg):
+            out["mamba"] = {"slots": int(m.group("slots")), "conv_gib": float(m.group("conv")),
+                            "ssm_gib": float(m.group("ssm")), "intermediate_ssm_gib": _f(m.group("issm")),
+                            "intermediate_conv_gib": _f(m.group("iconv"))}
+        elif m := MAX_NUM_REQS.search(msg):
+            out["max_num_reqs"] = int(m.group("n"))
+        elif m := POOL_END.search(msg):
+            if out["pool_end_avail_gib"] is None:
+                out["pool_end_avail_gib"] = float(m.group("avail"))
+        elif m := GRAPH_END.search(msg):
+            out["cuda_graph"].append({"elapsed_s": float(m.group("s")), "mem_gib": float(m.group("mem")),
+                                      "avail_gib": float(m.group("avail"))})
+        elif m := SUMMARY.search(msg):
+            out["summary"] = {"max_total_num_tokens": int(m.group("tok")), "chunked_prefill_size": int(m.group("cps")),
+                              "max_prefill_tokens": int(m.group("mpt")), "max_running_requests": int(m.group("mrr")),
+                              "context_len": int(m.group("ctx")), "available_gpu_mem_gib": float(m.group("avail"))}
+        elif m := UVICORN.search(msg):
+            out["uvicorn"] = {"url": m.group("url"), "host": m.group("host"), "port": int(m.group("port"))}
+        elif READY.search(msg):
+            out["ready"] = True
+        elif m := DECODE.search(msg):
+            out["decode"].append({"running": int(m.group("run")), "accept_len": _f(m.group("acc")),
+                                  "accept_rate": _f(m.group("rate")), "gen_throughput": float(m.group("tps"))})
+        elif m := DFLASH_INIT.search(msg):
+            out["dflash_block_size"] = int(m.group("block"))
+    out["tp_size"] = max_rank + 1
+    if loads:
+        out["weights_gib"] = float(loads[0].group("weights"))
+        out["model_class"] = loads[0].group("cls")
+    if len(loads) > 1:
+        out["draft_weights_gib"] = float(loads[1].group("weights"))
+        out["draft_model_class"] = loads[1].group("cls")
+    if kvs:
+        out["kv"] = kvs[0]
+    if len(kvs) > 1:
+        out["draft_kv"] = kvs[1]
+    if out["summary"]:
+        for key in ("max_total_num_tokens", "max_running_requests", "context_len", "available_gpu_mem_gib"):
+            out[key] = out["summary"][key]
+    elif kvs:
+        out["max_total_num_tokens"] = kvs[0]["tokens"]
+    return out
+
+
+def classify_failure(text: str) -> dict[str, Any]:
+    """Why did this start fail? ``{"cause": one of FAILURE_CAUSES, "lines": [evidence lines]}``.
+
+    Checked in this order: zero request slots, not enough memory for the pools, CUDA OOM, port in
+    use, bad arguments (unknown flag, import error, unreadable model config). With none of those,
+    a log that never reached "fired up and ready" is a ``readiness_timeout``; otherwise ``unknown``.
+    """
+    lines = text.splitlines()
+    for cause, pattern in (("zero_requests", ZERO_REQ), ("not_enough_memory", NOT_ENOUGH), ("cuda_oom", CUDA_OOM),
+                           ("port_in_use", PORT_IN_USE), ("bad_args", BAD_ARGS)):
+        hits = [line.strip() for line in lines if pattern.search(line)]
+        if hits:
+            exceptions = [line.strip() for line in lines if _EXCEPTION_LINE.match(line.strip())]
+            evidence = list(dict.fromkeys(hits + exceptions))[:6]
+            return {"cause": cause, "lines": evidence}
+    if not any(READY.search(line) for line in lines):
+        tail = [line.strip() for line in lines if line.strip()][-3:]
+        return {"cause": "readiness_timeout", "lines": tail}
+    exceptions = [line.strip() for line in lines if _EXCEPTION_LINE.match(line.strip())]
+    return {"cause": "unknown", "lines": exceptions[-3:]}
