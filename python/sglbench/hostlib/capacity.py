@@ -655,7 +655,7 @@ def plan(
     else:
         kv_budget = rest
 
-    if acc == "C" and rest <= 0 and failure is None:
+    if acc == "C" and kv_budget <= 0 and failure is None:
         need = 1 - post / pre
         failure = Failure(
             NOT_ENOUGH_MEMORY,
@@ -717,6 +717,13 @@ def plan(
             else "token capacity"
         )
         warnings.append(f"max_running_requests resolves to {n}, below the requested {mrr} (capped by {why})")
+
+    if failure is not None and failure.kind == NOT_ENOUGH_MEMORY and not failure.explanation:
+        failure.explanation = (
+            f"after the weights {post:.2f} GiB are free; (1 - mem_fraction_static) x {pre:.2f} = "
+            f"{reserved_by_mfs:.2f} GiB is kept back, leaving {rest:.2f} GiB for KV and state"
+            + (" (the weights alone do not fit at this TP size)" if post <= 0 else "")
+        )
 
     # allocated pools (what the log lines print)
     pg = tokens + page
@@ -892,8 +899,8 @@ def recommendations(
 
     Ranks (lower = less disruptive): scheduler strategy fix 0, --mem-fraction-static (within what the
     slack can give) 1, Mamba share 2, bf16 Mamba SSM state 3, fp8 KV 4, fewer running requests 5,
-    smaller speculative block/budget 6, no radix cache 7, shorter context 8. Within a rank, options
-    that keep the requested concurrency come first.
+    smaller speculative block/budget 6, no radix cache 7, shorter context 8, more GPUs 9; an option
+    that serves fewer requests than asked counts 5 ranks more.
     """
     kind = base.failure.kind if base.failure else None
     if kind is None or kind == CONTEXT_TOO_LONG:
@@ -931,12 +938,38 @@ def recommendations(
 
     hybrid = base.mamba_slots is not None
     if kind == BAD_CONFIG and hybrid:
-        consider(
-            {"mamba_scheduler_strategy": "extra_buffer"},
-            "spec decoding on a hybrid model with radix cache needs the extra_buffer Mamba strategy",
-            0,
-        )
-        consider({"disable_radix_cache": True}, "or turn the radix cache off (1 Mamba slot per request)", 7)
+        fixes = [
+            (
+                {"mamba_scheduler_strategy": "extra_buffer"},
+                "spec decoding on a hybrid model with radix cache needs the extra_buffer Mamba strategy",
+                0,
+            ),
+            ({"disable_radix_cache": True}, "or turn the radix cache off (1 Mamba slot per request)", 7),
+        ]
+        for changes, why, rank in fixes:
+            if consider(changes, why, rank) is not None:
+                continue
+            # the fix alone still fails (e.g. pool < context): add the follow-up fix it needs
+            fixed = copy.copy(args)
+            for dest, value in changes.items():
+                setattr(fixed, dest, value)
+            cand = _replan(fixed, {}, model_config, draft_config, gpu_mem_gib, opts)
+            if cand is None or cand.failure is None or cand.failure.kind == BAD_CONFIG:
+                continue
+            follow = recommendations(fixed, model_config, draft_config, gpu_mem_gib, cand, opts)
+            if follow:
+                first = follow[0]
+                merged = {_flag(k): v for k, v in changes.items()}
+                merged.update(first.flags)
+                out.append(
+                    Recommendation(
+                        merged,
+                        first.max_total_num_tokens,
+                        first.max_running_requests,
+                        f"{why}; then {first.why}",
+                        rank,
+                    )
+                )
         return _ordered(out, want)
 
     # --mem-fraction-static: smallest step up that fits, bounded by what the slack must still hold
@@ -1023,6 +1056,22 @@ def recommendations(
             f"no prefix cache: 1 Mamba slot per request instead of {base.mamba_ratio}",
             7,
         )
+    new_tp = base.tp_size * 2
+    while kind == NOT_ENOUGH_MEMORY and new_tp <= 8:
+        tp_opts = dict(opts)
+        tp_opts["weights_gib"] = base.weights_gib * base.tp_size / new_tp
+        if base.draft_weights_gib:
+            tp_opts["draft_weights_gib"] = base.draft_weights_gib * base.tp_size / new_tp
+        cand = _replan(args, {"tp_size": new_tp}, model_config, draft_config, gpu_mem_gib, tp_opts)
+        if cand is not None and cand.fits:
+            why = f"shard the weights over {new_tp} GPUs (needs {new_tp} GPUs of this kind)"
+            out.append(
+                Recommendation(
+                    {"--tp-size": new_tp}, cand.max_total_num_tokens, cand.max_running_requests, why, 9
+                )
+            )
+            break
+        new_tp *= 2
     if kind in (POOL_SMALLER_THAN_CONTEXT,) and base.max_total_num_tokens > 1024:
         ctx = base.max_total_num_tokens // 1024 * 1024
         consider({"context_length": ctx}, "cap the context at what the KV pool holds", 8)
@@ -1030,7 +1079,8 @@ def recommendations(
 
 
 def _ordered(recs: list[Recommendation], want: int | None) -> list[Recommendation]:
-    return sorted(recs, key=lambda r: (0 if want is None or r.max_running_requests >= want else 1, r.rank))
+    """Least disruptive first: the change's rank, plus 5 when it serves fewer requests than asked."""
+    return sorted(recs, key=lambda r: r.rank + (0 if want is None or r.max_running_requests >= want else 5))
 
 
 # --- explanation -----------------------------------------------------------------------------------

@@ -53,6 +53,27 @@ _CONFIG_DTYPE_TO_TORCH = {
 }
 
 
+# Families whose cache layout the planner does not model (Mamba2/SSM hybrids, KDA, compressed
+# attention). Planning them with the generic formulas would give confident wrong numbers.
+UNSUPPORTED_MODEL_TYPES = frozenset(
+    {
+        "nemotron_h",
+        "falcon_h1",
+        "jamba",
+        "mamba",
+        "mamba2",
+        "bailing_moe_v3",
+        "kimi_linear",
+        "deepseek_v4",
+        "minimax_m1",
+        "lfm2",
+        "granitemoehybrid",
+        "zamba2",
+    }
+)
+UNSUPPORTED_ARCHITECTURES = frozenset({"NemotronHForCausalLM", "FalconH1ForCausalLM", "JambaForCausalLM"})
+
+
 class GeometryError(ValueError):
     """A config.json field (or a flag checked against it) makes the model unplannable."""
 
@@ -251,6 +272,13 @@ def geometry(cfg: dict[str, Any], tp: int = 1, *, is_draft: bool = False) -> Geo
     model_class = archs[0]
     tcfg = text_config(cfg)
     model_type = str(tcfg.get("model_type") or cfg.get("model_type") or "")
+    if model_type in UNSUPPORTED_MODEL_TYPES or model_class in UNSUPPORTED_ARCHITECTURES:
+        raise GeometryError(
+            "architectures",
+            f"{model_class} (model_type {model_type!r}) is not modelled by the capacity planner "
+            "(its KV/state layout differs from MHA/GQA, MLA, sliding-window and Gated-DeltaNet hybrids); "
+            "give the numbers from a real startup log instead",
+        )
     notes: list[str] = []
 
     n_layers = _int_field(tcfg, "num_hidden_layers")
