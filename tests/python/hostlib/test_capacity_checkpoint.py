@@ -1,0 +1,90 @@
+"""Weight memory from a checkpoint on disk (safetensors headers, index total_size, file sizes)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import struct
+from pathlib import Path
+
+import pytest
+
+from sglbench.hostlib import capacity, checkpoint, sglang_args
+
+MODELS = Path(__file__).resolve().parents[2] / "fixtures" / "models"
+GiB = 1 << 30
+
+
+def write_safetensors(path: Path, tensors: dict[str, tuple[str, list[int]]]) -> None:
+    """A header-only safetensors file (data bytes omitted: only the header is read)."""
+    header: dict = {"__metadata__": {"format": "pt"}}
+    offset = 0
+    sizes = {"BF16": 2, "F32": 4, "F8_E4M3": 1, "I8": 1}
+    for name, (dtype, shape) in tensors.items():
+        n = sizes[dtype]
+        for d in shape:
+            n *= d
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + n]}
+        offset += n
+    raw = json.dumps(header).encode()
+    path.write_bytes(struct.pack("<Q", len(raw)) + raw)
+
+
+def test_headers_count_floats_in_model_dtype_and_skip_mtp(tmp_path):
+    write_safetensors(
+        tmp_path / "model-00001.safetensors",
+        {
+            "model.layers.0.w": ("BF16", [1024, 1024]),
+            "model.layers.0.q": ("F8_E4M3", [1024, 1024]),  # quantized: as stored
+            "model.norm": ("F32", [1024]),  # float: counted at the load dtype (2 B)
+        },
+    )
+    write_safetensors(tmp_path / "model-00002.safetensors", {"mtp.layers.0.w": ("BF16", [1024, 1024])})
+    est = checkpoint.weights_from_dir(str(tmp_path), tp=2, load_bytes=2.0)
+    expected = 1024 * 1024 * 2 + 1024 * 1024 + 1024 * 2
+    assert est.source == "safetensors-headers"
+    assert est.total_gib == pytest.approx(expected / GiB)
+    assert est.per_rank_gib == pytest.approx(expected / GiB / 2)
+    with_mtp = checkpoint.weights_from_dir(str(tmp_path), tp=1, keep_mtp=True)
+    assert with_mtp.total_gib == pytest.approx((expected + 1024 * 1024 * 2) / GiB)
+
+
+def test_index_total_size_then_file_sizes(tmp_path):
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": 3 * GiB}}))
+    est = checkpoint.weights_from_dir(str(tmp_path), tp=1)
+    assert (est.source, est.total_gib) == ("index-total-size", 3.0)
+    other = tmp_path / "bin"
+    other.mkdir()
+    (other / "pytorch_model.bin").write_bytes(b"\0" * 4096)
+    est = checkpoint.weights_from_dir(str(other), tp=1)
+    assert est.source == "file-sizes" and est.total_gib == pytest.approx(4096 / GiB)
+    assert checkpoint.weights_from_dir(str(tmp_path / "missing"), tp=1) is None
+
+
+def test_corrupt_safetensors_falls_back_to_index(tmp_path):
+    (tmp_path / "model.safetensors").write_bytes(b"\xff" * 16)
+    (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": GiB}}))
+    assert checkpoint.weights_from_dir(str(tmp_path), tp=1).source == "index-total-size"
+
+
+def test_plan_command_reads_weights_from_model_dir(tmp_path):
+    model = tmp_path / "llama"
+    shutil.copytree(MODELS / "llama-3.1-8b-instruct", model)
+    (model / "model.safetensors.index.json").write_text(json.dumps({"metadata": {"total_size": 16 * GiB}}))
+    p = capacity.plan_command(["--model-path", str(model), "--tp-size", "2"], gpu="H100")
+    assert (p.weights_source, p.weights_gib) == ("index-total-size", 8.0)
+    assert not any("ESTIMATE" in n for n in p.notes)
+
+
+def test_without_weights_the_estimate_is_labelled():
+    p = capacity.plan_command(["--model-path", str(MODELS / "llama-3.1-8b-instruct")], gpu="H100")
+    assert p.weights_source == "estimate"
+    assert p.weights_gib == pytest.approx(8.03e9 * 2 / GiB, rel=0.01)
+    assert any("ESTIMATE" in n for n in p.notes)
+
+
+def test_fp8_checkpoint_estimate_uses_about_one_byte_per_param():
+    cfg = json.loads((MODELS / "deepseek-v3" / "config.json").read_text())
+    args = sglang_args.parse_launch_args_or_raise(["--model-path", "x", "--tp-size", "8"])
+    p = capacity.plan(args, cfg, None, 141.0)
+    assert p.weights_gib == pytest.approx(671e9 * 1.05 / GiB / 8, rel=0.03)
