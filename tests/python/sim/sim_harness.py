@@ -106,7 +106,11 @@ class Sim:
                 self.proc.kill()
                 self.proc.wait(timeout=5)
         # Any worker left behind (orphan tests, SIGKILLed mains): kill it by its registered pid.
-        for pid in list(self.holders()) + self.extra_pids:
+        try:
+            leftovers = list(self.holders())
+        except subprocess.CalledProcessError:
+            leftovers = []
+        for pid in leftovers + self.extra_pids:
             with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
 
