@@ -296,9 +296,19 @@ def _geo(cfg: dict[str, Any], tp: int, *, is_draft: bool, what: str) -> geometry
         ) from None
 
 
-def _kv_dtype(flag: str | None, geo: geometry.Geometry) -> str:
+def _model_dtype(flag: str | None, geo: geometry.Geometry) -> str:
+    """``--dtype``: auto keeps the config's dtype (float32 checkpoints run as bfloat16)."""
     if flag in (None, "auto"):
-        return "torch.float8_e4m3fn" if geo.kv_quant_fp8 else geo.model_dtype
+        return geo.model_dtype
+    try:
+        return geometry.config_dtype({"torch_dtype": flag})
+    except geometry.GeometryError:
+        raise PlanError("--dtype", f"unknown value {flag!r} (auto, bfloat16, float16, float32)") from None
+
+
+def _kv_dtype(flag: str | None, geo: geometry.Geometry, model_dtype: str) -> str:
+    if flag in (None, "auto"):
+        return "torch.float8_e4m3fn" if geo.kv_quant_fp8 else model_dtype
     try:
         return _KV_FLAG_TO_TORCH[flag]
     except KeyError:
@@ -500,7 +510,8 @@ def plan(
             "ValueError",
         )
 
-    kv_dtype = _kv_dtype(getattr(args, "kv_cache_dtype", None), geo)
+    model_dtype = _model_dtype(getattr(args, "dtype", None), geo)
+    kv_dtype = _kv_dtype(getattr(args, "kv_cache_dtype", None), geo, model_dtype)
     kv_bytes = geometry.dtype_bytes(kv_dtype)
 
     # Mamba state dtype: env > flag > config > float32
@@ -520,7 +531,7 @@ def plan(
     pre = float(free_gib) if free_gib is not None else gpus.default_free_gib(gpu_mem_gib, tp)
     if pre <= 0 or pre > gpu_mem_gib + 1e-6:
         raise PlanError("--free-gib", f"must be in (0, gpu memory {gpu_mem_gib:.2f}], got {pre}")
-    model_dtype_bytes = geometry.dtype_bytes(geo.model_dtype)
+    model_dtype_bytes = geometry.dtype_bytes(model_dtype)
     w_gib, w_src = _weights(
         weights_gib,
         model_dir,

@@ -565,3 +565,10 @@ def test_explain_mentions_where_memory_goes():
     text = plan("qwen3-next-80b-a3b-instruct", "--tp-size", "4", free_gib=78.0, weights_gib=37.5).explain()
     for word in ("weights", "Mamba state", "KV cache", "slack", "FITS"):
         assert word in text
+
+
+def test_dtype_flag_sets_kv_dtype_and_bad_values_name_the_flag():
+    assert plan("llama-3.1-8b-instruct", "--dtype", "float16").kv_dtype == "torch.float16"
+    with pytest.raises(capacity.PlanError) as err:
+        plan("llama-3.1-8b-instruct", "--dtype", "int3")
+    assert err.value.field == "--dtype"
