@@ -207,6 +207,21 @@ def accounting_for_version(version: str) -> str:
     return "C"
 
 
+def accounting_from_source(texts: list[str]) -> str | None:
+    """Pick the variant from the installed SGLang's own source (more reliable than its version).
+
+    ``texts``: contents of the installed ``srt`` files worth grepping (e.g.
+    ``model_runner_kv_cache_mixin.py``, ``mem_cache/kv_cache_configurator.py``,
+    ``managers/tp_worker.py``). None when no marker is found.
+    """
+    blob = "\n".join(texts)
+    if "state cache is too small" in blob:
+        return "C" if ("KVCacheConfigurator" in blob and "_handle_max_mamba_cache" in blob) else "B"
+    if "max_running_request is zero" in blob:
+        return "A"
+    return None
+
+
 def resolve_accounting(accounting: str | None, sglang_version: str | None = None) -> str:
     if accounting:
         acc = accounting.strip().upper()
@@ -1243,6 +1258,7 @@ __all__ = [
     "PlanError",
     "Recommendation",
     "accounting_for_version",
+    "accounting_from_source",
     "default_mem_fraction_static",
     "explain",
     "plan",

@@ -572,3 +572,10 @@ def test_dtype_flag_sets_kv_dtype_and_bad_values_name_the_flag():
     with pytest.raises(capacity.PlanError) as err:
         plan("llama-3.1-8b-instruct", "--dtype", "int3")
     assert err.value.field == "--dtype"
+
+
+def test_accounting_from_installed_source_markers():
+    a = ['assert self.max_running_requests > 0, "max_running_request is zero"']
+    b = [*a, 'raise RuntimeError("Hybrid (mamba/linear-attention) state cache is too small to serve any")']
+    c = [*b, "class KVCacheConfigurator:\n    def _handle_max_mamba_cache(self, rest):"]
+    assert [capacity.accounting_from_source(t) for t in (a, b, c, ["nothing"])] == ["A", "B", "C", None]
