@@ -18,7 +18,8 @@ import re
 from typing import Any
 
 PREFIX = re.compile(
-    r"^\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?)(?P<tags>(?: (?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+)*)\] ?"
+    r"^\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?)(?P<tags>(?: "
+    r"(?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+)*)\] ?"
 )
 _NUM = r"(\d+(?:\.\d+)?)"
 
@@ -42,26 +43,28 @@ MAX_NUM_REQS = re.compile(
     r"Max concurrent requests \(per dp worker\) from the finalized token capacity: max_num_reqs=(?P<n>\d+)\."
 )
 POOL_END = re.compile(r"Memory pool end\. avail mem=(?P<avail>[\d.]+) GB")
-GRAPH_BEGIN = re.compile(r"Capture cuda graph begin\. This can take up to several minutes\. avail mem=(?P<avail>[\d.]+) GB")
+GRAPH_BEGIN = re.compile(
+    r"Capture cuda graph begin\. This can take up to several minutes\. avail mem=(?P<avail>[\d.]+) GB"
+)
 GRAPH_END = re.compile(
     r"Capture cuda graph end\. Time elapsed: (?P<s>[\d.]+) s\. mem usage=(?P<mem>[\d.]+) GB\. "
     r"avail mem=(?P<avail>[\d.]+) GB\."
 )
 SUMMARY = re.compile(
-    r"max_total_num_tokens=(?P<tok>\d+), chunked_prefill_size=(?P<cps>-?\d+), max_prefill_tokens=(?P<mpt>\d+), "
+    r"max_total_num_tokens=(?P<tok>\d+), chunked_prefill_size=(?P<cps>-?\d+), "
+    r"max_prefill_tokens=(?P<mpt>\d+), "
     r"max_running_requests=(?P<mrr>\d+), context_len=(?P<ctx>\d+), available_gpu_mem=(?P<avail>[\d.]+) GB"
 )
 UVICORN = re.compile(r"Uvicorn running on (?P<url>https?://(?P<host>[^:\s]+):(?P<port>\d+))")
 READY = re.compile(r"The server is fired up and ready to roll!")
 DECODE = re.compile(
-    r"Decode batch.*?#running-req: (?P<run>\d+)(?:.*?accept len: (?P<acc>[\d.]+), accept rate: (?P<rate>[\d.]+),)?"
+    r"Decode batch.*?#running-req: (?P<run>\d+)(?:.*?accept len: (?P<acc>[\d.]+), accept rate: "
+    r"(?P<rate>[\d.]+),)?"
     r".*?gen throughput \(token/s\): (?P<tps>[\d.]+)"
 )
 DFLASH_INIT = re.compile(r"Initialized DFLASH draft runner\..*?block_size=(?P<block>\d+)")
 
-ZERO_REQ = re.compile(
-    r"max_running_request is zero|state cache is too small to serve|capture_bs=\[0\]"
-)
+ZERO_REQ = re.compile(r"max_running_request is zero|state cache is too small to serve|capture_bs=\[0\]")
 NOT_ENOUGH = re.compile(
     r"Not enough memory\. Please try to increase --mem-fraction-static|Loaded weights leave no GPU memory"
     r"|Not enough GPU memory for hybrid|Memory pool size is too small"
@@ -75,8 +78,15 @@ BAD_ARGS = re.compile(
 )
 _EXCEPTION_LINE = re.compile(r"^(?:[\w.]+(?:Error|Exception)|AssertionError|SafetensorError)\b.*")
 
-FAILURE_CAUSES = ("zero_requests", "not_enough_memory", "cuda_oom", "bad_args", "port_in_use",
-                  "readiness_timeout", "unknown")
+FAILURE_CAUSES = (
+    "zero_requests",
+    "not_enough_memory",
+    "cuda_oom",
+    "bad_args",
+    "port_in_use",
+    "readiness_timeout",
+    "unknown",
+)
 
 
 def split_line(line: str) -> tuple[str, int | None]:
@@ -85,7 +95,7 @@ def split_line(line: str) -> tuple[str, int | None]:
     if not match:
         return line, None
     tp = re.search(r"TP(\d+)", match.group("tags") or "")
-    return line[match.end():], int(tp.group(1)) if tp else None
+    return line[match.end() :], int(tp.group(1)) if tp else None
 
 
 def _f(value: str | None) -> float | None:
@@ -99,11 +109,27 @@ def parse_startup_log(text: str) -> dict[str, Any]:
     the target's and the second ones the draft's. Missing facts are None.
     """
     out: dict[str, Any] = {
-        "tp_size": 1, "load_begin_avail_gib": None, "weights_gib": None, "draft_weights_gib": None,
-        "model_class": None, "draft_model_class": None, "kv_dtype": None, "kv": None, "draft_kv": None,
-        "mamba": None, "max_num_reqs": None, "pool_end_avail_gib": None, "cuda_graph": [],
-        "summary": None, "max_total_num_tokens": None, "max_running_requests": None, "context_len": None,
-        "available_gpu_mem_gib": None, "uvicorn": None, "ready": False, "decode": [],
+        "tp_size": 1,
+        "load_begin_avail_gib": None,
+        "weights_gib": None,
+        "draft_weights_gib": None,
+        "model_class": None,
+        "draft_model_class": None,
+        "kv_dtype": None,
+        "kv": None,
+        "draft_kv": None,
+        "mamba": None,
+        "max_num_reqs": None,
+        "pool_end_avail_gib": None,
+        "cuda_graph": [],
+        "summary": None,
+        "max_total_num_tokens": None,
+        "max_running_requests": None,
+        "context_len": None,
+        "available_gpu_mem_gib": None,
+        "uvicorn": None,
+        "ready": False,
+        "decode": [],
         "dflash_block_size": None,
     }
     loads: list[re.Match[str]] = []
@@ -121,33 +147,60 @@ def parse_startup_log(text: str) -> dict[str, Any]:
         elif m := LOAD_END.search(msg):
             loads.append(m)
         elif m := KV_ALLOC.search(msg):
-            kvs.append({"tokens": int(m.group("tokens")), "dtype": m.group("dtype"), "k_gib": _f(m.group("k")),
-                        "v_gib": _f(m.group("v")), "kv_gib": _f(m.group("kv"))})
+            kvs.append(
+                {
+                    "tokens": int(m.group("tokens")),
+                    "dtype": m.group("dtype"),
+                    "k_gib": _f(m.group("k")),
+                    "v_gib": _f(m.group("v")),
+                    "kv_gib": _f(m.group("kv")),
+                }
+            )
         elif m := KV_DTYPE.search(msg):
             out["kv_dtype"] = out["kv_dtype"] or m.group("dtype")
         elif m := MAMBA.search(msg):
-            out["mamba"] = {"slots": int(m.group("slots")), "conv_gib": float(m.group("conv")),
-                            "ssm_gib": float(m.group("ssm")), "intermediate_ssm_gib": _f(m.group("issm")),
-                            "intermediate_conv_gib": _f(m.group("iconv"))}
+            out["mamba"] = {
+                "slots": int(m.group("slots")),
+                "conv_gib": float(m.group("conv")),
+                "ssm_gib": float(m.group("ssm")),
+                "intermediate_ssm_gib": _f(m.group("issm")),
+                "intermediate_conv_gib": _f(m.group("iconv")),
+            }
         elif m := MAX_NUM_REQS.search(msg):
             out["max_num_reqs"] = int(m.group("n"))
         elif m := POOL_END.search(msg):
             if out["pool_end_avail_gib"] is None:
                 out["pool_end_avail_gib"] = float(m.group("avail"))
         elif m := GRAPH_END.search(msg):
-            out["cuda_graph"].append({"elapsed_s": float(m.group("s")), "mem_gib": float(m.group("mem")),
-                                      "avail_gib": float(m.group("avail"))})
+            out["cuda_graph"].append(
+                {
+                    "elapsed_s": float(m.group("s")),
+                    "mem_gib": float(m.group("mem")),
+                    "avail_gib": float(m.group("avail")),
+                }
+            )
         elif m := SUMMARY.search(msg):
-            out["summary"] = {"max_total_num_tokens": int(m.group("tok")), "chunked_prefill_size": int(m.group("cps")),
-                              "max_prefill_tokens": int(m.group("mpt")), "max_running_requests": int(m.group("mrr")),
-                              "context_len": int(m.group("ctx")), "available_gpu_mem_gib": float(m.group("avail"))}
+            out["summary"] = {
+                "max_total_num_tokens": int(m.group("tok")),
+                "chunked_prefill_size": int(m.group("cps")),
+                "max_prefill_tokens": int(m.group("mpt")),
+                "max_running_requests": int(m.group("mrr")),
+                "context_len": int(m.group("ctx")),
+                "available_gpu_mem_gib": float(m.group("avail")),
+            }
         elif m := UVICORN.search(msg):
             out["uvicorn"] = {"url": m.group("url"), "host": m.group("host"), "port": int(m.group("port"))}
         elif READY.search(msg):
             out["ready"] = True
         elif m := DECODE.search(msg):
-            out["decode"].append({"running": int(m.group("run")), "accept_len": _f(m.group("acc")),
-                                  "accept_rate": _f(m.group("rate")), "gen_throughput": float(m.group("tps"))})
+            out["decode"].append(
+                {
+                    "running": int(m.group("run")),
+                    "accept_len": _f(m.group("acc")),
+                    "accept_rate": _f(m.group("rate")),
+                    "gen_throughput": float(m.group("tps")),
+                }
+            )
         elif m := DFLASH_INIT.search(msg):
             out["dflash_block_size"] = int(m.group("block"))
     out["tp_size"] = max_rank + 1
@@ -177,8 +230,13 @@ def classify_failure(text: str) -> dict[str, Any]:
     a log that never reached "fired up and ready" is a ``readiness_timeout``; otherwise ``unknown``.
     """
     lines = text.splitlines()
-    for cause, pattern in (("zero_requests", ZERO_REQ), ("not_enough_memory", NOT_ENOUGH), ("cuda_oom", CUDA_OOM),
-                           ("port_in_use", PORT_IN_USE), ("bad_args", BAD_ARGS)):
+    for cause, pattern in (
+        ("zero_requests", ZERO_REQ),
+        ("not_enough_memory", NOT_ENOUGH),
+        ("cuda_oom", CUDA_OOM),
+        ("port_in_use", PORT_IN_USE),
+        ("bad_args", BAD_ARGS),
+    ):
         hits = [line.strip() for line in lines if pattern.search(line)]
         if hits:
             exceptions = [line.strip() for line in lines if _EXCEPTION_LINE.match(line.strip())]

@@ -25,11 +25,49 @@ FLUSH_TEXT = (
     "requests, the operation will not be performed.)\n"
 )
 CACHE_BLOCK = 16
-_TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
-                 15.0, 20.0, 25.0, 30.0)
+_TTFT_BUCKETS = (
+    0.001,
+    0.005,
+    0.01,
+    0.02,
+    0.04,
+    0.06,
+    0.08,
+    0.1,
+    0.25,
+    0.5,
+    0.75,
+    1.0,
+    2.5,
+    5.0,
+    7.5,
+    10.0,
+    15.0,
+    20.0,
+    25.0,
+    30.0,
+)
 _E2E_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 5.0, 10.0, 20.0, 40.0, 60.0, 120.0, 300.0, 600.0)
-_ITL_BUCKETS = (0.002, 0.004, 0.006, 0.008, 0.01, 0.015, 0.02, 0.025, 0.03, 0.035, 0.04, 0.06, 0.08, 0.1, 0.2,
-                0.4, 1.0, 2.5)
+_ITL_BUCKETS = (
+    0.002,
+    0.004,
+    0.006,
+    0.008,
+    0.01,
+    0.015,
+    0.02,
+    0.025,
+    0.03,
+    0.035,
+    0.04,
+    0.06,
+    0.08,
+    0.1,
+    0.2,
+    0.4,
+    1.0,
+    2.5,
+)
 
 
 class ApiError(Exception):
@@ -40,8 +78,9 @@ class ApiError(Exception):
 
 
 def openai_error(status: int, message: str, err_type: str) -> Response:
-    return json_response({"object": "error", "message": message, "type": err_type, "param": None,
-                          "code": status}, status)
+    return json_response(
+        {"object": "error", "message": message, "type": err_type, "param": None, "code": status}, status
+    )
 
 
 @dataclass
@@ -95,9 +134,18 @@ def _as_int(value: object, name: str, default: int | None) -> int | None:
 class SimApp:
     """Request handling for one stand-in server."""
 
-    def __init__(self, args: argparse.Namespace, settings: SimSettings, plan: MemoryPlan, facts: ModelFacts,
-                 engine: Engine, spec: SpecConfig | None, server_args: dict[str, Any],
-                 log: Callable[[str], None], on_crash: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        args: argparse.Namespace,
+        settings: SimSettings,
+        plan: MemoryPlan,
+        facts: ModelFacts,
+        engine: Engine,
+        spec: SpecConfig | None,
+        server_args: dict[str, Any],
+        log: Callable[[str], None],
+        on_crash: Callable[[], None],
+    ) -> None:
         self.args = args
         self.settings = settings
         self.plan = plan
@@ -121,8 +169,13 @@ class SimApp:
         self._request_counter = 0
         self._finished_requests = 0
         self._crashing = False
-        self.counters = {"prompt_tokens": 0, "generation_tokens": 0, "cached_tokens": 0, "num_requests": 0,
-                         "num_aborted_requests": 0}
+        self.counters = {
+            "prompt_tokens": 0,
+            "generation_tokens": 0,
+            "cached_tokens": 0,
+            "num_requests": 0,
+            "num_aborted_requests": 0,
+        }
         self.h_ttft = Histogram(_TTFT_BUCKETS)
         self.h_e2e = Histogram(_E2E_BUCKETS)
         self.h_itl = Histogram(_ITL_BUCKETS)
@@ -134,9 +187,9 @@ class SimApp:
     # ------------------------------------------------------------------ routing
     async def handle(self, request: Request) -> Response | StreamingResponse:
         path = request.path.rstrip("/") or "/"
-        if self.args.api_key and path not in AUTH_EXEMPT:
-            if request.headers.get("authorization", "") != f"Bearer {self.args.api_key}":
-                return json_response({"error": "Unauthorized"}, 401)
+        authorized = request.headers.get("authorization", "") == f"Bearer {self.args.api_key}"
+        if self.args.api_key and path not in AUTH_EXEMPT and not authorized:
+            return json_response({"error": "Unauthorized"}, 401)
         routes: dict[str, tuple[tuple[str, ...], Callable[[Request], Any]]] = {
             "/health": (("GET", "HEAD"), self.health),
             "/health_generate": (("GET", "HEAD"), self.health),
@@ -196,19 +249,31 @@ class SimApp:
         self._request_counter += 1
         rate = self.settings.error_rate
         if rate > 0 and random.Random(f"{self.settings.seed}:err:{self._request_counter}").random() < rate:
-            raise ApiError(500, "Internal server error (sglbench sim: injected by SGLBENCH_SIM_ERROR_RATE)",
-                           "InternalServerError")
+            raise ApiError(
+                500,
+                "Internal server error (sglbench sim: injected by SGLBENCH_SIM_ERROR_RATE)",
+                "InternalServerError",
+            )
 
-    def _new_request(self, prompt_ids: list[int], sp: dict[str, Any], *, default_max_new: int | None,
-                     is_health: bool = False) -> SimRequest:
+    def _new_request(
+        self,
+        prompt_ids: list[int],
+        sp: dict[str, Any],
+        *,
+        default_max_new: int | None,
+        is_health: bool = False,
+    ) -> SimRequest:
         if not isinstance(sp, dict):
             raise ApiError(400, "sampling_params must be an object")
         n_prompt = len(prompt_ids)
         if n_prompt == 0 and not is_health:
             raise ApiError(400, "The input is empty (0 tokens); send text or input_ids")
         if n_prompt >= self.max_req_input_len:
-            raise ApiError(400, f"The input ({n_prompt} tokens) is longer than the model's context length "
-                                f"({self.context_len} tokens).")
+            raise ApiError(
+                400,
+                f"The input ({n_prompt} tokens) is longer than the model's context length "
+                f"({self.context_len} tokens).",
+            )
         max_new = _as_int(sp.get("max_new_tokens"), "max_new_tokens", default_max_new)
         if max_new is None:
             max_new = self.max_req_len - n_prompt
@@ -217,8 +282,10 @@ class SimApp:
         if n_prompt + max_new > self.context_len:
             raise ApiError(
                 400,
-                f"Requested token count exceeds the model's maximum context length of {self.context_len} tokens. "
-                f"You requested a total of {n_prompt + max_new} tokens: {n_prompt} tokens from the input messages "
+                f"Requested token count exceeds the model's maximum context length of {self.context_len} "
+                "tokens. "
+                f"You requested a total of {n_prompt + max_new} tokens: {n_prompt} tokens from the input "
+                "messages "
                 f"and {max_new} tokens for the completion. Please reduce the number of tokens in the input "
                 "messages or the completion to fit within the limit.",
             )
@@ -226,8 +293,13 @@ class SimApp:
         key = textgen.request_key(prompt_ids, sp.get("sampling_seed"))
         sampler = None
         if self.spec is not None:
-            sampler = textgen.AcceptSampler(self.settings.seed, key, self.spec.num_draft_tokens,
-                                            self.spec.accept_mean, self.settings.accept_dist)
+            sampler = textgen.AcceptSampler(
+                self.settings.seed,
+                key,
+                self.spec.num_draft_tokens,
+                self.spec.accept_mean,
+                self.settings.accept_dist,
+            )
         stop_ids = sp.get("stop_token_ids") or []
         req = SimRequest(
             rid=uuid.uuid4().hex,
@@ -330,17 +402,19 @@ class SimApp:
             wall0 = self.start_time + (req.created - self._mono0())
             first = req.first_token_time or req.created
             end = req.finished_time or req.created
-            meta.update({
-                "request_received_ts": wall0,
-                "api_server_dispatch_finish_ts": wall0,
-                "forward_entry_time": wall0,
-                "prefill_finished_time": wall0 + (first - req.created),
-                "request_finished_ts": wall0 + (end - req.created),
-                "response_sent_to_client_ts": wall0 + (end - req.created),
-                "queue_time": 0.0,
-                "inference_time": end - req.created,
-                "decode_throughput": (len(req.output_ids) - 1) / max(1e-9, end - first),
-            })
+            meta.update(
+                {
+                    "request_received_ts": wall0,
+                    "api_server_dispatch_finish_ts": wall0,
+                    "forward_entry_time": wall0,
+                    "prefill_finished_time": wall0 + (first - req.created),
+                    "request_finished_ts": wall0 + (end - req.created),
+                    "response_sent_to_client_ts": wall0 + (end - req.created),
+                    "queue_time": 0.0,
+                    "inference_time": end - req.created,
+                    "decode_throughput": (len(req.output_ids) - 1) / max(1e-9, end - first),
+                }
+            )
         return meta
 
     _mono_at_start: float | None = None
@@ -354,7 +428,9 @@ class SimApp:
     async def health(self, request: Request) -> Response:
         if not self.ready:
             return Response(503, b"", "text/plain")
-        req = self._new_request([1], {"max_new_tokens": 1, "temperature": 0}, default_max_new=1, is_health=True)
+        req = self._new_request(
+            [1], {"max_new_tokens": 1, "temperature": 0}, default_max_new=1, is_health=True
+        )
         self._submit(req)
         await self._wait_done(req)
         return Response(200, b"", "text/plain")
@@ -395,7 +471,13 @@ class SimApp:
             out = []
             for req in reqs:
                 await self._wait_done(req)
-                out.append({"text": self._text_of(req)[0], "output_ids": req.output_ids, "meta_info": self._meta(req)})
+                out.append(
+                    {
+                        "text": self._text_of(req)[0],
+                        "output_ids": req.output_ids,
+                        "meta_info": self._meta(req),
+                    }
+                )
             return json_response(out if batch else out[0])
         req = reqs[0]
         incremental = bool(self.args.incremental_streaming_output)
@@ -409,8 +491,11 @@ class SimApp:
                     continue
                 text_now = self._text_of(req)[0]
                 if incremental:
-                    obj = {"text": text_now[len(sent_text):], "output_ids": req.output_ids[sent_ids:],
-                           "meta_info": self._meta(req)}
+                    obj = {
+                        "text": text_now[len(sent_text) :],
+                        "output_ids": req.output_ids[sent_ids:],
+                        "meta_info": self._meta(req),
+                    }
                 else:
                     obj = {"text": text_now, "output_ids": list(req.output_ids), "meta_info": self._meta(req)}
                 sent_ids, sent_text = len(req.output_ids), text_now
@@ -431,7 +516,9 @@ class SimApp:
             "prompt_tokens": prompt,
             "total_tokens": prompt + completion,
             "completion_tokens": completion,
-            "prompt_tokens_details": {"cached_tokens": req.cached_tokens} if self.args.enable_cache_report else None,
+            "prompt_tokens_details": {"cached_tokens": req.cached_tokens}
+            if self.args.enable_cache_report
+            else None,
             "reasoning_tokens": 0,
         }
 
@@ -459,8 +546,12 @@ class SimApp:
             raise ApiError(400, "sglbench sim: only n=1 is supported")
         stop = body.get("stop")
         stops = [stop] if isinstance(stop, str) else [s for s in (stop or []) if isinstance(s, str)]
-        sp = {"max_new_tokens": max_tokens, "ignore_eos": bool(body.get("ignore_eos", False)),
-              "stop_token_ids": body.get("stop_token_ids"), "sampling_seed": body.get("seed")}
+        sp = {
+            "max_new_tokens": max_tokens,
+            "ignore_eos": bool(body.get("ignore_eos", False)),
+            "stop_token_ids": body.get("stop_token_ids"),
+            "sampling_seed": body.get("seed"),
+        }
         return sp, stops
 
     @staticmethod
@@ -496,12 +587,25 @@ class SimApp:
             reason, matched = self._openai_finish(req, hit)
             if body.get("echo") and isinstance(prompt, str):
                 text = prompt + text
-            return json_response({
-                "id": rid, "object": "text_completion", "created": created, "model": model,
-                "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": reason,
-                             "matched_stop": matched}],
-                "usage": self._usage(req), "metadata": {"weight_version": "default"},
-            })
+            return json_response(
+                {
+                    "id": rid,
+                    "object": "text_completion",
+                    "created": created,
+                    "model": model,
+                    "choices": [
+                        {
+                            "index": 0,
+                            "text": text,
+                            "logprobs": None,
+                            "finish_reason": reason,
+                            "matched_stop": matched,
+                        }
+                    ],
+                    "usage": self._usage(req),
+                    "metadata": {"weight_version": "default"},
+                }
+            )
         opts = body.get("stream_options") or {}
         include_usage = bool(opts.get("include_usage"))
         continuous = bool(opts.get("continuous_usage_stats"))
@@ -514,22 +618,40 @@ class SimApp:
                     self._abort(req)
                     req.finish_reason = {"type": "stop", "matched": hit}
                 reason, matched = self._openai_finish(req, hit)
-                delta = text[len(sent):]
+                delta = text[len(sent) :]
                 sent = text
                 if not delta and reason is None:
                     continue
                 chunk: dict[str, Any] = {
-                    "id": rid, "object": "text_completion", "created": created, "model": model,
-                    "choices": [{"index": 0, "text": delta, "logprobs": None, "finish_reason": reason,
-                                 "matched_stop": matched}],
+                    "id": rid,
+                    "object": "text_completion",
+                    "created": created,
+                    "model": model,
+                    "choices": [
+                        {
+                            "index": 0,
+                            "text": delta,
+                            "logprobs": None,
+                            "finish_reason": reason,
+                            "matched_stop": matched,
+                        }
+                    ],
                     "usage": self._usage(req) if continuous else None,
                 }
                 yield _sse(chunk)
                 if reason is not None:
                     break
             if include_usage:
-                yield _sse({"id": rid, "object": "text_completion", "created": created, "model": model,
-                            "choices": [], "usage": self._usage(req)})
+                yield _sse(
+                    {
+                        "id": rid,
+                        "object": "text_completion",
+                        "created": created,
+                        "model": model,
+                        "choices": [],
+                        "usage": self._usage(req),
+                    }
+                )
             yield b"data: [DONE]\n\n"
 
         return StreamingResponse(chunks(), on_disconnect=lambda: self._abort(req))
@@ -562,25 +684,53 @@ class SimApp:
             await self._wait_done(req)
             text, hit = self._apply_stops(self._text_of(req)[0], stops)
             reason, matched = self._openai_finish(req, hit)
-            return json_response({
-                "id": rid, "object": "chat.completion", "created": created, "model": model,
-                "choices": [{"index": 0,
-                             "message": {"role": "assistant", "content": text.lstrip(), "reasoning_content": None,
-                                         "tool_calls": None},
-                             "logprobs": None, "finish_reason": reason, "matched_stop": matched}],
-                "usage": self._usage(req), "metadata": {"weight_version": "default"},
-            })
+            return json_response(
+                {
+                    "id": rid,
+                    "object": "chat.completion",
+                    "created": created,
+                    "model": model,
+                    "choices": [
+                        {
+                            "index": 0,
+                            "message": {
+                                "role": "assistant",
+                                "content": text.lstrip(),
+                                "reasoning_content": None,
+                                "tool_calls": None,
+                            },
+                            "logprobs": None,
+                            "finish_reason": reason,
+                            "matched_stop": matched,
+                        }
+                    ],
+                    "usage": self._usage(req),
+                    "metadata": {"weight_version": "default"},
+                }
+            )
         opts = body.get("stream_options") or {}
         include_usage = bool(opts.get("include_usage"))
         continuous = bool(opts.get("continuous_usage_stats"))
 
         def chunk(delta: dict[str, Any], reason: str | None, matched: Any) -> bytes:
-            return _sse({
-                "id": rid, "object": "chat.completion.chunk", "created": created, "model": model,
-                "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": reason,
-                             "matched_stop": matched}],
-                "usage": self._usage(req) if continuous else None,
-            })
+            return _sse(
+                {
+                    "id": rid,
+                    "object": "chat.completion.chunk",
+                    "created": created,
+                    "model": model,
+                    "choices": [
+                        {
+                            "index": 0,
+                            "delta": delta,
+                            "logprobs": None,
+                            "finish_reason": reason,
+                            "matched_stop": matched,
+                        }
+                    ],
+                    "usage": self._usage(req) if continuous else None,
+                }
+            )
 
         async def chunks() -> AsyncIterator[bytes]:
             yield chunk({"role": "assistant", "content": ""}, None, None)
@@ -591,7 +741,7 @@ class SimApp:
                     self._abort(req)
                     req.finish_reason = {"type": "stop", "matched": hit}
                 reason, matched = self._openai_finish(req, hit)
-                delta = text[len(sent):]
+                delta = text[len(sent) :]
                 sent = text
                 if not delta and reason is None:
                     continue
@@ -599,8 +749,16 @@ class SimApp:
                 if reason is not None:
                     break
             if include_usage:
-                yield _sse({"id": rid, "object": "chat.completion.chunk", "created": created, "model": model,
-                            "choices": [], "usage": self._usage(req)})
+                yield _sse(
+                    {
+                        "id": rid,
+                        "object": "chat.completion.chunk",
+                        "created": created,
+                        "model": model,
+                        "choices": [],
+                        "usage": self._usage(req),
+                    }
+                )
             yield b"data: [DONE]\n\n"
 
         return StreamingResponse(chunks(), on_disconnect=lambda: self._abort(req))
@@ -624,72 +782,110 @@ class SimApp:
 
     def server_info_dict(self) -> dict[str, Any]:
         info = dict(self.server_args)
-        info.update({
-            "status": "ready" if self.ready else "starting",
-            "max_total_num_tokens": self.plan.max_total_num_tokens,
-            "max_req_input_len": self.max_req_input_len,
-            "internal_states": [self.internal_state()],
-            "version": self.settings.sglang_version,
-            "sglbench_sim": {
-                "simulated": True,
-                "time_scale": self.settings.time_scale,
-                "accounting": self.plan.accounting,
-                "gpu": self.gpu_name,
-                "gpu_ids": self.gpu_ids,
-            },
-        })
+        info.update(
+            {
+                "status": "ready" if self.ready else "starting",
+                "max_total_num_tokens": self.plan.max_total_num_tokens,
+                "max_req_input_len": self.max_req_input_len,
+                "internal_states": [self.internal_state()],
+                "version": self.settings.sglang_version,
+                "sglbench_sim": {
+                    "simulated": True,
+                    "time_scale": self.settings.time_scale,
+                    "accounting": self.plan.accounting,
+                    "gpu": self.gpu_name,
+                    "gpu_ids": self.gpu_ids,
+                },
+            }
+        )
         return info
 
     async def server_info(self, request: Request) -> Response:
         return json_response(self.server_info_dict())
 
     async def model_info(self, request: Request) -> Response:
-        return json_response({
-            "model_path": self.args.model_path,
-            "tokenizer_path": self.args.tokenizer_path or self.args.model_path,
-            "is_generation": True,
-            "preferred_sampling_params": None,
-            "weight_version": "default",
-            "has_image_understanding": self.facts.has_image_understanding,
-            "has_audio_understanding": False,
-            "model_type": self.facts.model_type,
-            "architectures": [self.facts.architecture],
-        })
+        return json_response(
+            {
+                "model_path": self.args.model_path,
+                "tokenizer_path": self.args.tokenizer_path or self.args.model_path,
+                "is_generation": True,
+                "preferred_sampling_params": None,
+                "weight_version": "default",
+                "has_image_understanding": self.facts.has_image_understanding,
+                "has_audio_understanding": False,
+                "model_type": self.facts.model_type,
+                "architectures": [self.facts.architecture],
+            }
+        )
 
     async def models(self, request: Request) -> Response:
-        return json_response({"object": "list", "data": [{
-            "id": self.served_model_name, "object": "model", "created": self.created, "owned_by": "sglang",
-            "root": self.served_model_name, "parent": None, "max_model_len": self.context_len,
-        }]})
+        return json_response(
+            {
+                "object": "list",
+                "data": [
+                    {
+                        "id": self.served_model_name,
+                        "object": "model",
+                        "created": self.created,
+                        "owned_by": "sglang",
+                        "root": self.served_model_name,
+                        "parent": None,
+                        "max_model_len": self.context_len,
+                    }
+                ],
+            }
+        )
 
     async def flush_cache(self, request: Request) -> Response:
         if self.engine.running or self.engine.waiting:
-            return Response(400, b"Cache not flushed. Please check backend logs for more details. (When there "
-                                 b"are running or waiting requests, the operation will not be performed.)\n",
-                            "text/plain; charset=utf-8")
+            return Response(
+                400,
+                b"Cache not flushed. Please check backend logs for more details. (When there "
+                b"are running or waiting requests, the operation will not be performed.)\n",
+                "text/plain; charset=utf-8",
+            )
         self._prefixes.clear()
         self.log("Cache flushed successfully!")
         return Response(200, FLUSH_TEXT.encode(), "text/plain; charset=utf-8")
 
     async def set_internal_state(self, request: Request) -> Response:
         body = self._body(request)
-        allowed = {"pp_max_micro_batch_size", "speculative_accept_threshold_single",
-                   "speculative_accept_threshold_acc"}
+        allowed = {
+            "pp_max_micro_batch_size",
+            "speculative_accept_threshold_single",
+            "speculative_accept_threshold_acc",
+        }
         server_args = body.get("server_args") or {}
         bad = sorted(set(server_args) - allowed) if isinstance(server_args, dict) else ["server_args"]
         if bad:
-            return json_response({"updated": False, "server_args": self.server_args,
-                                  "message": f"Setting {bad} is not allowed"}, 400)
+            return json_response(
+                {
+                    "updated": False,
+                    "server_args": self.server_args,
+                    "message": f"Setting {bad} is not allowed",
+                },
+                400,
+            )
         self.engine.reset_spec_stats()
         return json_response({"updated": True, "server_args": dict(self.server_args)})
 
     async def get_load(self, request: Request) -> Response:
-        return json_response([{"num_reqs": len(self.engine.running) + len(self.engine.waiting),
-                               "num_waiting_reqs": len(self.engine.waiting),
-                               "num_tokens": self.engine.used_tokens, "dp_rank": 0}])
+        return json_response(
+            [
+                {
+                    "num_reqs": len(self.engine.running) + len(self.engine.waiting),
+                    "num_waiting_reqs": len(self.engine.waiting),
+                    "num_tokens": self.engine.used_tokens,
+                    "dp_rank": 0,
+                }
+            ]
+        )
 
     async def metrics(self, request: Request) -> Response:
-        labels = f'model_name="{self.served_model_name}",engine_type="unified",tp_rank="0",pp_rank="0",moe_ep_rank="0"'
+        labels = (
+            f'model_name="{self.served_model_name}",engine_type="unified",tp_rank="0",pp_rank="0",'
+            'moe_ep_rank="0"'
+        )
         tok_labels = f'model_name="{self.served_model_name}"'
         eng = self.engine
         used = eng.used_tokens
@@ -700,13 +896,16 @@ class SimApp:
             "token_usage": used / cap,
             "full_token_usage": used / cap,
             "swa_token_usage": 0.0,
-            "mamba_usage": (len(eng.running) / max(1, self.plan.mamba_slots or 1)) if self.plan.mamba_slots else 0.0,
+            "mamba_usage": (len(eng.running) / max(1, self.plan.mamba_slots or 1))
+            if self.plan.mamba_slots
+            else 0.0,
             "decode_sum_seq_lens": used,
             "gen_throughput": eng.last_gen_throughput,
             "num_queue_reqs": len(eng.waiting),
             "num_grammar_queue_reqs": 0,
             "cache_hit_rate": (self.counters["cached_tokens"] / self.counters["prompt_tokens"])
-            if self.counters["prompt_tokens"] else 0.0,
+            if self.counters["prompt_tokens"]
+            else 0.0,
             "max_total_num_tokens": self.plan.max_total_num_tokens,
             "spec_accept_length": eng.last_accept_length if self.spec else 0.0,
             "spec_accept_rate": eng.last_accept_rate if self.spec else 0.0,
@@ -719,11 +918,17 @@ class SimApp:
         }
         lines: list[str] = []
         for name, value in gauges.items():
-            lines += [f"# HELP sglang:{name} {name.replace('_', ' ')}.", f"# TYPE sglang:{name} gauge",
-                      f"sglang:{name}{{{labels}}} {float(value)}"]
-        lines += ["# HELP sglang:cache_config_info cache config.", "# TYPE sglang:cache_config_info gauge",
-                  f'sglang:cache_config_info{{{labels},page_size="{self.plan.page_size}",'
-                  f'num_pages="{self.plan.max_total_num_tokens // max(1, self.plan.page_size)}"}} 1.0']
+            lines += [
+                f"# HELP sglang:{name} {name.replace('_', ' ')}.",
+                f"# TYPE sglang:{name} gauge",
+                f"sglang:{name}{{{labels}}} {float(value)}",
+            ]
+        lines += [
+            "# HELP sglang:cache_config_info cache config.",
+            "# TYPE sglang:cache_config_info gauge",
+            f'sglang:cache_config_info{{{labels},page_size="{self.plan.page_size}",'
+            f'num_pages="{self.plan.max_total_num_tokens // max(1, self.plan.page_size)}"}} 1.0',
+        ]
         counters = {
             "prompt_tokens_total": self.counters["prompt_tokens"],
             "generation_tokens_total": self.counters["generation_tokens"],
@@ -732,13 +937,22 @@ class SimApp:
             "num_aborted_requests_total": self.counters["num_aborted_requests"],
         }
         for name, value in counters.items():
-            lines += [f"# HELP sglang:{name} {name.replace('_', ' ')}.", f"# TYPE sglang:{name} counter",
-                      f"sglang:{name}{{{tok_labels}}} {float(value)}"]
-        sched_counters = {"num_retracted_requests_total": 0, "realtime_tokens_total": eng.realtime_tokens_total,
-                          "cuda_graph_passes_total": 0 if self.args.disable_cuda_graph else eng.decode_steps}
+            lines += [
+                f"# HELP sglang:{name} {name.replace('_', ' ')}.",
+                f"# TYPE sglang:{name} counter",
+                f"sglang:{name}{{{tok_labels}}} {float(value)}",
+            ]
+        sched_counters = {
+            "num_retracted_requests_total": 0,
+            "realtime_tokens_total": eng.realtime_tokens_total,
+            "cuda_graph_passes_total": 0 if self.args.disable_cuda_graph else eng.decode_steps,
+        }
         for name, value in sched_counters.items():
-            lines += [f"# HELP sglang:{name} {name.replace('_', ' ')}.", f"# TYPE sglang:{name} counter",
-                      f"sglang:{name}{{{labels}}} {float(value)}"]
+            lines += [
+                f"# HELP sglang:{name} {name.replace('_', ' ')}.",
+                f"# TYPE sglang:{name} counter",
+                f"sglang:{name}{{{labels}}} {float(value)}",
+            ]
         lines += self.h_ttft.render("sglang:time_to_first_token_seconds", tok_labels)
         lines += self.h_itl.render("sglang:inter_token_latency_seconds", tok_labels)
         lines += self.h_e2e.render("sglang:e2e_request_latency_seconds", tok_labels)

@@ -55,9 +55,20 @@ class SimRequest:
 
 
 class Engine:
-    def __init__(self, timing: TimingModel, *, max_running: int, max_total_tokens: int, time_scale: float,
-                 decode_log_interval: int, log: Callable[[str], None], hybrid: bool, cuda_graph: bool,
-                 cuda_graph_max_bs: int, mamba_slots: int | None) -> None:
+    def __init__(
+        self,
+        timing: TimingModel,
+        *,
+        max_running: int,
+        max_total_tokens: int,
+        time_scale: float,
+        decode_log_interval: int,
+        log: Callable[[str], None],
+        hybrid: bool,
+        cuda_graph: bool,
+        cuda_graph_max_bs: int,
+        mamba_slots: int | None,
+    ) -> None:
         self.timing = timing
         self.max_running = max(1, max_running)
         self.max_total_tokens = max(1, max_total_tokens)
@@ -237,8 +248,10 @@ class Engine:
         usage = tokens / self.max_total_tokens
         if self.hybrid:
             mamba_num = len(self.running)
-            token_part = (f"#full token: {tokens}, full token usage: {usage:.2f}, mamba num: {mamba_num}, "
-                          f"mamba usage: {mamba_num / max(1, self.mamba_slots):.2f}, ")
+            token_part = (
+                f"#full token: {tokens}, full token usage: {usage:.2f}, mamba num: {mamba_num}, "
+                f"mamba usage: {mamba_num / max(1, self.mamba_slots):.2f}, "
+            )
         else:
             token_part = f"#token: {tokens}, token usage: {usage:.2f}, "
         spec_part = ""
@@ -249,7 +262,9 @@ class Engine:
                 self.last_accept_rate = (self.last_accept_length - 1) / denom
             if self.spec_req_steps:
                 self.avg_spec_accept_length = self.spec_accept_sum / self.spec_req_steps
-            spec_part = f"accept len: {self.last_accept_length:.2f}, accept rate: {self.last_accept_rate:.2f}, "
+            spec_part = (
+                f"accept len: {self.last_accept_length:.2f}, accept rate: {self.last_accept_rate:.2f}, "
+            )
         graph = self.cuda_graph and len(self.running) <= self.cuda_graph_max_bs
         self.log(
             f"Decode batch, #running-req: {len(self.running)}, {token_part}{spec_part}cuda graph: {graph}, "

@@ -8,6 +8,7 @@ removed when possible), so memory is "freed" exactly when the holding process is
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import uuid
@@ -64,7 +65,9 @@ def gpu_uuid(kind: GpuKind, index: int) -> str:
     return "GPU-" + str(uuid.uuid5(uuid.NAMESPACE_URL, f"sglbench-sim/{kind.name}/{index}"))
 
 
-def assigned_gpus(tp_size: int, gpu_count: int, cuda_visible_devices: str | None, base_gpu_id: int = 0) -> list[int]:
+def assigned_gpus(
+    tp_size: int, gpu_count: int, cuda_visible_devices: str | None, base_gpu_id: int = 0
+) -> list[int]:
     """Physical GPU indices a server with ``tp_size`` ranks uses (CUDA_VISIBLE_DEVICES order)."""
     if cuda_visible_devices is not None and cuda_visible_devices.strip() != "":
         try:
@@ -83,7 +86,9 @@ def assigned_gpus(tp_size: int, gpu_count: int, cuda_visible_devices: str | None
         )
     bad = [i for i in wanted if not 0 <= i < gpu_count]
     if bad:
-        raise GpuConfigError(f"RuntimeError: CUDA error: invalid device ordinal (GPU {bad[0]} does not exist)")
+        raise GpuConfigError(
+            f"RuntimeError: CUDA error: invalid device ordinal (GPU {bad[0]} does not exist)"
+        )
     return wanted
 
 
@@ -137,10 +142,8 @@ def register(state_dir: str, pid: int, gpus: dict[int, int], process_name: str, 
 
 
 def unregister(state_dir: str, pid: int) -> None:
-    try:
+    with contextlib.suppress(OSError):
         os.unlink(os.path.join(_procs_dir(state_dir), f"{pid}.json"))
-    except OSError:
-        pass
 
 
 @dataclass(frozen=True)
@@ -171,12 +174,12 @@ def live_holders(state_dir: str) -> list[Holder]:
         except (OSError, ValueError, KeyError, TypeError):
             continue
         if not pid_alive(pid, entry.get("start_time")):
-            try:
+            with contextlib.suppress(OSError):
                 os.unlink(path)
-            except OSError:
-                pass
             continue
-        holders.append(Holder(pid, str(entry.get("process_name", "python3")), str(entry.get("role", "")), gpus))
+        holders.append(
+            Holder(pid, str(entry.get("process_name", "python3")), str(entry.get("role", "")), gpus)
+        )
     return holders
 
 

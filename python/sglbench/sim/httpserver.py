@@ -8,6 +8,7 @@ encoding, e.g. Server-Sent Events).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -17,8 +18,15 @@ MAX_HEADER_BYTES = 64 * 1024
 MAX_BODY_BYTES = 256 * 1024 * 1024
 
 REASONS = {
-    200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 405: "Method Not Allowed",
-    411: "Length Required", 413: "Payload Too Large", 422: "Unprocessable Entity", 500: "Internal Server Error",
+    200: "OK",
+    400: "Bad Request",
+    401: "Unauthorized",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    411: "Length Required",
+    413: "Payload Too Large",
+    422: "Unprocessable Entity",
+    500: "Internal Server Error",
     503: "Service Unavailable",
 }
 
@@ -115,9 +123,14 @@ async def _read_request(reader: asyncio.StreamReader, client: str) -> Request | 
     return Request(method.upper(), target, version, headers, body, client)
 
 
-def _head(status: int, content_type: str, extra: dict[str, str], *, length: int | None, keep_alive: bool) -> bytes:
-    lines = [f"HTTP/1.1 {status} {REASONS.get(status, 'Status')}", "server: uvicorn",
-             f"content-type: {content_type}"]
+def _head(
+    status: int, content_type: str, extra: dict[str, str], *, length: int | None, keep_alive: bool
+) -> bytes:
+    lines = [
+        f"HTTP/1.1 {status} {REASONS.get(status, 'Status')}",
+        "server: uvicorn",
+        f"content-type: {content_type}",
+    ]
     if length is None:
         lines.append("transfer-encoding: chunked")
     else:
@@ -129,8 +142,9 @@ def _head(status: int, content_type: str, extra: dict[str, str], *, length: int 
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
 
-async def _serve_connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, handler: Handler,
-                            access_log: AccessLog | None) -> None:
+async def _serve_connection(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, handler: Handler, access_log: AccessLog | None
+) -> None:
     peer = writer.get_extra_info("peername")
     client = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else "unknown"
     try:
@@ -150,18 +164,41 @@ async def _serve_connection(reader: asyncio.StreamReader, writer: asyncio.Stream
             try:
                 response = await handler(request)
             except Exception as exc:  # a handler bug must not kill the server
-                response = json_response({"object": "error", "message": f"Internal server error: {exc}",
-                                          "type": "InternalServerError", "param": None, "code": 500}, 500)
+                response = json_response(
+                    {
+                        "object": "error",
+                        "message": f"Internal server error: {exc}",
+                        "type": "InternalServerError",
+                        "param": None,
+                        "code": 500,
+                    },
+                    500,
+                )
             if isinstance(response, Response):
                 body = b"" if request.method == "HEAD" else response.body
-                writer.write(_head(response.status, response.content_type, response.headers,
-                                   length=len(response.body), keep_alive=keep_alive) + body)
+                writer.write(
+                    _head(
+                        response.status,
+                        response.content_type,
+                        response.headers,
+                        length=len(response.body),
+                        keep_alive=keep_alive,
+                    )
+                    + body
+                )
                 await writer.drain()
                 if access_log:
                     access_log(request, response.status)
             else:
-                writer.write(_head(response.status, response.content_type, response.headers, length=None,
-                                   keep_alive=keep_alive))
+                writer.write(
+                    _head(
+                        response.status,
+                        response.content_type,
+                        response.headers,
+                        length=None,
+                        keep_alive=keep_alive,
+                    )
+                )
                 if access_log:
                     access_log(request, response.status)
                 try:
@@ -180,13 +217,13 @@ async def _serve_connection(reader: asyncio.StreamReader, writer: asyncio.Stream
     except (ConnectionError, asyncio.IncompleteReadError):
         return
     finally:
-        try:
+        with contextlib.suppress(Exception):
             writer.close()
-        except Exception:
-            pass
 
 
-async def serve(host: str, port: int, handler: Handler, access_log: AccessLog | None = None) -> asyncio.Server:
+async def serve(
+    host: str, port: int, handler: Handler, access_log: AccessLog | None = None
+) -> asyncio.Server:
     """Bind and start serving; raises ``OSError`` when the address is in use."""
 
     async def on_connect(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

@@ -80,14 +80,21 @@ class MemoryPlan:
 
     @property
     def mamba_gib(self) -> float:
-        return self.mamba_conv_gib + self.mamba_ssm_gib + self.spec_intermediate_ssm_gib + \
-            self.spec_intermediate_conv_gib
+        return (
+            self.mamba_conv_gib
+            + self.mamba_ssm_gib
+            + self.spec_intermediate_ssm_gib
+            + self.spec_intermediate_conv_gib
+        )
 
     @property
     def pool_end_avail_gib(self) -> float:
         """Free memory after the target pools (draft weights too in accounting C, loaded earlier)."""
-        return _num(self.raw, "pool_end_avail_gib", self.avail_after_weights_gib - self.mamba_gib
-                    - self.k_size_gib - self.v_size_gib)
+        return _num(
+            self.raw,
+            "pool_end_avail_gib",
+            self.avail_after_weights_gib - self.mamba_gib - self.k_size_gib - self.v_size_gib,
+        )
 
     @property
     def kv_bytes_per_token(self) -> float:
@@ -168,15 +175,32 @@ def from_plan_dict(d: dict[str, Any], accounting: str) -> MemoryPlan:
     )
 
 
-def plan_memory(args: argparse.Namespace, model_config: dict[str, Any], draft_config: dict[str, Any] | None,
-                *, gpu_mem_gib: float, free_gib: float | None, weights_gib: float | None,
-                draft_weights_gib: float | None, accounting: str | None, model_dir: str | None,
-                draft_model_dir: str | None = None) -> MemoryPlan:
+def plan_memory(
+    args: argparse.Namespace,
+    model_config: dict[str, Any],
+    draft_config: dict[str, Any] | None,
+    *,
+    gpu_mem_gib: float,
+    free_gib: float | None,
+    weights_gib: float | None,
+    draft_weights_gib: float | None,
+    accounting: str | None,
+    model_dir: str | None,
+    draft_model_dir: str | None = None,
+) -> MemoryPlan:
     """Plan SGLang's memory for this launch; raises ``ValueError`` (message names the field) on bad input."""
     plan = capacity.plan(
-        args, model_config, draft_config, gpu_mem_gib, free_gib=free_gib, weights_gib=weights_gib,
-        draft_weights_gib=draft_weights_gib, accounting=accounting, model_dir=model_dir,
-        draft_model_dir=draft_model_dir, recommend=False,
+        args,
+        model_config,
+        draft_config,
+        gpu_mem_gib,
+        free_gib=free_gib,
+        weights_gib=weights_gib,
+        draft_weights_gib=draft_weights_gib,
+        accounting=accounting,
+        model_dir=model_dir,
+        draft_model_dir=draft_model_dir,
+        recommend=False,
     )
     d = plan.to_dict()
     return from_plan_dict(d, str(d.get("accounting") or accounting or "A"))

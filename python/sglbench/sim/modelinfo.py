@@ -28,7 +28,9 @@ def load_config(model_path: str) -> dict[str, Any]:
             f"OSError: It looks like the config file at '{path}' is not a valid JSON file. ({exc})"
         ) from None
     if not isinstance(data, dict):
-        raise ModelConfigError(f"OSError: It looks like the config file at '{path}' is not a valid JSON file.")
+        raise ModelConfigError(
+            f"OSError: It looks like the config file at '{path}' is not a valid JSON file."
+        )
     return data
 
 

@@ -2,8 +2,9 @@
 
 Answers the forms the project and SGLang use::
 
-    nvidia-smi --query-gpu=index,name,memory.total,memory.used[,memory.free,uuid,...] --format=csv[,noheader][,nounits]
-    nvidia-smi --query-compute-apps=pid,used_memory[,gpu_uuid,process_name,...] --format=csv[,noheader][,nounits]
+    nvidia-smi --query-gpu=index,name,memory.total,memory.used[,memory.free,uuid,...] \\
+               --format=csv[,noheader][,nounits]
+    nvidia-smi --query-compute-apps=pid,used_memory[,gpu_uuid,process_name,...] --format=csv[,...]
     nvidia-smi -L
     nvidia-smi [-i N]          (a short human-readable table)
 
@@ -22,7 +23,14 @@ from sglbench.sim.settings import SimSettingsError, load_settings
 DRIVER_VERSION = "580.95.05"
 CUDA_VERSION = "13.0"
 
-_MIB_FIELDS = {"memory.total", "memory.used", "memory.free", "memory.reserved", "used_memory", "used_gpu_memory"}
+_MIB_FIELDS = {
+    "memory.total",
+    "memory.used",
+    "memory.free",
+    "memory.reserved",
+    "used_memory",
+    "used_gpu_memory",
+}
 
 
 def _fmt(field: str, value: object, units: bool) -> str:
@@ -68,7 +76,8 @@ def _parse(argv: Sequence[str]) -> dict[str, str]:
 def run(argv: Sequence[str], out: Callable[[str], None]) -> int:
     opts = _parse(argv)
     if "unknown" in opts:
-        out(f'Invalid combination of input arguments. Please run "nvidia-smi -h" for help. ({opts["unknown"]})')
+        out('Invalid combination of input arguments. Please run "nvidia-smi -h" for help. '
+            f"({opts['unknown']})")
         return 2
     try:
         settings = load_settings()
@@ -140,8 +149,16 @@ def run(argv: Sequence[str], out: Callable[[str], None]) -> int:
 
     if "query-compute-apps" in opts:
         fields = [f.strip() for f in opts["query-compute-apps"].split(",") if f.strip()]
-        valid = {"pid", "used_memory", "used_gpu_memory", "gpu_uuid", "process_name", "gpu_bus_id", "gpu_name",
-                 "name"}
+        valid = {
+            "pid",
+            "used_memory",
+            "used_gpu_memory",
+            "gpu_uuid",
+            "process_name",
+            "gpu_bus_id",
+            "gpu_name",
+            "name",
+        }
         for field in fields:
             if field not in valid:
                 out(f'Field "{field}" is not a valid field to query.')
@@ -166,8 +183,10 @@ def run(argv: Sequence[str], out: Callable[[str], None]) -> int:
         return 0
 
     # Plain `nvidia-smi`: a short table in the spirit of the real one.
-    out(f"| NVIDIA-SMI {DRIVER_VERSION}   Driver Version: {DRIVER_VERSION}   CUDA Version: {CUDA_VERSION} "
-        "(sglbench sim) |")
+    out(
+        f"| NVIDIA-SMI {DRIVER_VERSION}   Driver Version: {DRIVER_VERSION}   CUDA Version: {CUDA_VERSION} "
+        "(sglbench sim) |"
+    )
     for i in indices:
         out(f"| {i:>3}  {kind.name:<48} | {used[i]:>6}MiB / {kind.mem_mib:>6}MiB |")
     out("| Processes:")

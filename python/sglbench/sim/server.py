@@ -27,8 +27,15 @@ from sglbench.sim.timing import COMPUTE_EFFICIENCY, TimingModel
 GIB = float(1 << 30)
 MIB_PER_GIB = 1024.0
 SGLANG_SRC = "/usr/local/lib/python3.11/dist-packages/sglang"  # shown in traceback frames
-DEFAULT_ACCEPT = {"DFLASH": 6.5, "DDTREE": 7.5, "EAGLE": 3.0, "EAGLE3": 3.0, "NEXTN": 3.0, "STANDALONE": 2.5,
-                  "NGRAM": 2.0}
+DEFAULT_ACCEPT = {
+    "DFLASH": 6.5,
+    "DDTREE": 7.5,
+    "EAGLE": 3.0,
+    "EAGLE3": 3.0,
+    "NEXTN": 3.0,
+    "STANDALONE": 2.5,
+    "NGRAM": 2.0,
+}
 
 
 class Terminated(Exception):
@@ -36,8 +43,9 @@ class Terminated(Exception):
 
 
 class StartupFailure(Exception):
-    def __init__(self, exception_line: str, frames: Sequence[tuple[str, int, str, str]], *,
-                 in_scheduler: bool = True) -> None:
+    def __init__(
+        self, exception_line: str, frames: Sequence[tuple[str, int, str, str]], *, in_scheduler: bool = True
+    ) -> None:
         super().__init__(exception_line)
         self.exception_line = exception_line
         self.frames = frames
@@ -72,31 +80,39 @@ class Log:
 
 def _frames_worker() -> list[tuple[str, int, str, str]]:
     return [
-        (f"{SGLANG_SRC}/srt/managers/scheduler.py", 2990, "run_scheduler_process",
-         "scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, moe_ep_rank, pp_rank, dp_rank)"),
+        (
+            f"{SGLANG_SRC}/srt/managers/scheduler.py",
+            2990,
+            "run_scheduler_process",
+            "scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, moe_ep_rank, pp_rank, dp_rank)",
+        ),
         (f"{SGLANG_SRC}/srt/managers/scheduler.py", 312, "__init__", "self.tp_worker = TpModelWorker("),
     ]
 
 
 def _frames_pool() -> list[tuple[str, int, str, str]]:
-    return _frames_worker() + [
+    return [
+        *_frames_worker(),
         (f"{SGLANG_SRC}/srt/managers/tp_worker.py", 247, "__init__", "self._model_runner = ModelRunner("),
         (f"{SGLANG_SRC}/srt/model_executor/model_runner.py", 623, "initialize", "self.init_memory_pool("),
     ]
 
 
 def _frames_load() -> list[tuple[str, int, str, str]]:
-    return _frames_worker() + [
-        (f"{SGLANG_SRC}/srt/model_executor/model_runner.py", 1102, "load_model",
-         "self.model = self.loader.load_model("),
-    ]
+    runner = f"{SGLANG_SRC}/srt/model_executor/model_runner.py"
+    return [*_frames_worker(), (runner, 1102, "load_model", "self.model = self.loader.load_model(")]
 
 
 def _frames_config() -> list[tuple[str, int, str, str]]:
     return [
         ("<frozen runpy>", 198, "_run_module_as_main", ""),
         (f"{SGLANG_SRC}/launch_server.py", 11, "<module>", "server_args = prepare_server_args(sys.argv[1:])"),
-        (f"{SGLANG_SRC}/srt/server_args.py", 640, "__post_init__", "self._handle_model_specific_adjustments()"),
+        (
+            f"{SGLANG_SRC}/srt/server_args.py",
+            640,
+            "__post_init__",
+            "self._handle_model_specific_adjustments()",
+        ),
     ]
 
 
@@ -148,11 +164,16 @@ class SimServer:
     def _hold(self, gib_for_rank: Callable[[int], float]) -> None:
         """Record in the GPU registry how much memory each worker now holds."""
         for rank, pid in self.workers.items():
-            mib = int(round(gib_for_rank(rank) * MIB_PER_GIB))
+            mib = round(gib_for_rank(rank) * MIB_PER_GIB)
             self.worker_mib[rank] = mib
             with contextlib.suppress(OSError):
-                gpus.register(self.settings.state_dir, pid, {self.gpu_ids[rank]: mib}, self.process_name,
-                              f"sglang::scheduler_TP{rank}")
+                gpus.register(
+                    self.settings.state_dir,
+                    pid,
+                    {self.gpu_ids[rank]: mib},
+                    self.process_name,
+                    f"sglang::scheduler_TP{rank}",
+                )
 
     def kill_workers(self, keep: int | None = None) -> None:
         for rank, pid in list(self.workers.items()):
@@ -214,15 +235,19 @@ class SimServer:
         log(f"server_args=ServerArgs({_fmt_args(args)})")
         try:
             config = modelinfo.load_config(args.model_path)
-            draft_config = (modelinfo.load_config(args.speculative_draft_model_path)
-                            if args.speculative_draft_model_path else None)
+            draft_config = (
+                modelinfo.load_config(args.speculative_draft_model_path)
+                if args.speculative_draft_model_path
+                else None
+            )
         except modelinfo.ModelConfigError as exc:
             raise StartupFailure(str(exc), _frames_config(), in_scheduler=False) from None
         facts = modelinfo.facts(config)
         try:
             kind = gpus.gpu_kind(settings)
-            self.gpu_ids = gpus.assigned_gpus(args.tp_size, settings.gpu_count,
-                                              os.environ.get("CUDA_VISIBLE_DEVICES"), args.base_gpu_id)
+            self.gpu_ids = gpus.assigned_gpus(
+                args.tp_size, settings.gpu_count, os.environ.get("CUDA_VISIBLE_DEVICES"), args.base_gpu_id
+            )
         except gpus.GpuConfigError as exc:
             raise StartupFailure(str(exc), _frames_worker()) from None
         total_gib = kind.mem_mib / MIB_PER_GIB
@@ -233,9 +258,15 @@ class SimServer:
         accounting = memory.accounting_for(settings.sglang_version, settings.accounting)
         try:
             plan = memory.plan_memory(
-                args, config, draft_config, gpu_mem_gib=total_gib, free_gib=max(pre, 0.01),
-                weights_gib=settings.weights_gib, draft_weights_gib=settings.draft_weights_gib,
-                accounting=accounting, model_dir=args.model_path,
+                args,
+                config,
+                draft_config,
+                gpu_mem_gib=total_gib,
+                free_gib=max(pre, 0.01),
+                weights_gib=settings.weights_gib,
+                draft_weights_gib=settings.draft_weights_gib,
+                accounting=accounting,
+                model_dir=args.model_path,
                 draft_model_dir=args.speculative_draft_model_path,
             )
         except ValueError as exc:
@@ -247,8 +278,12 @@ class SimServer:
         self._spawn_workers()
         log.ranks(lambda r: "Init torch distributed begin.")
         self.sleep(settings.init_seconds)
-        log.ranks(lambda r: f"Init torch distributed ends. elapsed={settings.scaled(settings.init_seconds):.2f} s, "
-                            f"mem usage={overhead:.2f} GB")
+        log.ranks(
+            lambda r: (
+                f"Init torch distributed ends. elapsed={settings.scaled(settings.init_seconds):.2f} s, "
+                f"mem usage={overhead:.2f} GB"
+            )
+        )
         self._hold(lambda r: overhead)
         if settings.slow_start_seconds:
             self.sleep(settings.slow_start_seconds)
@@ -262,21 +297,31 @@ class SimServer:
             self._hold(lambda r: overhead + min(weights, max(pre, 0.0)) / 2)
             if settings.fail_load == "corrupt":
                 raise StartupFailure(
-                    "safetensors_rust.SafetensorError: Error while deserializing header: MetadataIncompleteBuffer",
-                    _frames_load())
+                    "safetensors_rust.SafetensorError: Error while deserializing header: "
+                    "MetadataIncompleteBuffer",
+                    _frames_load(),
+                )
             free_mib = max(0.0, pre - weights / 2) * 1024
             raise StartupFailure(
                 f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.25 GiB. GPU 0 has a total "
                 f"capacity of {total_gib:.2f} GiB of which {free_mib:.2f} MiB is free. Including non-PyTorch "
                 f"memory, this process has {overhead + weights / 2:.2f} GiB memory in use.",
-                _frames_load())
+                _frames_load(),
+            )
         self.sleep(load_s)
         avail = pre - weights
-        quant = (config.get("quantization_config") or {}).get("quant_method") if isinstance(
-            config.get("quantization_config"), dict) else None
+        quant = (
+            (config.get("quantization_config") or {}).get("quant_method")
+            if isinstance(config.get("quantization_config"), dict)
+            else None
+        )
         quant_str = f"quant={quant}, " if quant else ""
-        log.ranks(lambda r: f"Load weight end. elapsed={settings.scaled(load_s):.2f} s, type={plan.model_class}, "
-                            f"{quant_str}avail mem={avail:.2f} GB, mem usage={weights:.2f} GB.")
+        log.ranks(
+            lambda r: (
+                f"Load weight end. elapsed={settings.scaled(load_s):.2f} s, type={plan.model_class}, "
+                f"{quant_str}avail mem={avail:.2f} GB, mem usage={weights:.2f} GB."
+            )
+        )
         used = overhead + weights
         self._hold(lambda r: used)
         spec = args.speculative_algorithm
@@ -289,9 +334,13 @@ class SimServer:
             self.sleep(dload)
             avail -= draft_w
             used += draft_w
-            log.ranks(lambda r: f"Load weight end. elapsed={settings.scaled(dload):.2f} s, "
-                                f"type={modelinfo.facts(draft_config or {}).architecture}, "
-                                f"avail mem={avail:.2f} GB, mem usage={draft_w:.2f} GB.")
+            log.ranks(
+                lambda r: (
+                    f"Load weight end. elapsed={settings.scaled(dload):.2f} s, "
+                    f"type={modelinfo.facts(draft_config or {}).architecture}, "
+                    f"avail mem={avail:.2f} GB, mem usage={draft_w:.2f} GB."
+                )
+            )
             self._hold(lambda r: used)
 
         if spec and draft_config is not None and plan.accounting == "C":
@@ -303,17 +352,24 @@ class SimServer:
         dtype_part = f"dtype: {plan.kv_dtype}, " if plan.accounting != "A" else ""
 
         def kv_line(tokens: int, k: float, v: float) -> str:
-            return f"KV Cache is allocated. {dtype_part}#tokens: {tokens}, K size: {k:.2f} GB, V size: {v:.2f} GB"
+            sizes = f"K size: {k:.2f} GB, V size: {v:.2f} GB"
+            return f"KV Cache is allocated. {dtype_part}#tokens: {tokens}, {sizes}"
 
         log.ranks(lambda r: f"Using KV cache dtype: {plan.kv_dtype}")
         if plan.mamba_slots is not None:
             spec_part = ""
             if spec:
-                spec_part = (f"intermediate_ssm_state_cache size: {plan.spec_intermediate_ssm_gib:.2f}GB "
-                             f"intermediate_conv_window_cache size: {plan.spec_intermediate_conv_gib:.2f}GB ")
-            log.ranks(lambda r: f"Mamba Cache is allocated. max_mamba_cache_size: {plan.mamba_slots}, "
-                                f"conv_state size: {plan.mamba_conv_gib:.2f}GB, "
-                                f"ssm_state size: {plan.mamba_ssm_gib:.2f}GB {spec_part}")
+                spec_part = (
+                    f"intermediate_ssm_state_cache size: {plan.spec_intermediate_ssm_gib:.2f}GB "
+                    f"intermediate_conv_window_cache size: {plan.spec_intermediate_conv_gib:.2f}GB "
+                )
+            log.ranks(
+                lambda r: (
+                    f"Mamba Cache is allocated. max_mamba_cache_size: {plan.mamba_slots}, "
+                    f"conv_state size: {plan.mamba_conv_gib:.2f}GB, "
+                    f"ssm_state size: {plan.mamba_ssm_gib:.2f}GB {spec_part}"
+                )
+            )
         tokens = plan.max_total_num_tokens
         log.ranks(lambda r: kv_line(tokens, plan.k_size_gib, plan.v_size_gib))
         if spec and plan.accounting == "C" and draft_config is not None:
@@ -321,10 +377,17 @@ class SimServer:
         if plan.failure_stage == "resolve":
             raise StartupFailure(str(plan.failure_message), _frames_pool())
         if plan.accounting != "A":
-            log.ranks(lambda r: "Max concurrent requests (per dp worker) from the finalized token capacity: "
-                                f"max_num_reqs={plan.max_running_requests}.")
-        pool_used = (plan.avail_after_weights_gib - (draft_w if plan.accounting == "C" else 0.0)
-                     - plan.pool_end_avail_gib)
+            log.ranks(
+                lambda r: (
+                    "Max concurrent requests (per dp worker) from the finalized token capacity: "
+                    f"max_num_reqs={plan.max_running_requests}."
+                )
+            )
+        pool_used = (
+            plan.avail_after_weights_gib
+            - (draft_w if plan.accounting == "C" else 0.0)
+            - plan.pool_end_avail_gib
+        )
         avail -= pool_used
         used += pool_used
         log.ranks(lambda r: f"Memory pool end. avail mem={avail:.2f} GB")
@@ -339,23 +402,37 @@ class SimServer:
             nonlocal avail, used
             if args.disable_cuda_graph:
                 return
-            log.ranks(lambda r: f"Capture cuda graph begin. This can take up to several minutes. "
-                                f"avail mem={avail:.2f} GB")
+            log.ranks(
+                lambda r: (
+                    f"Capture cuda graph begin. This can take up to several minutes. avail mem={avail:.2f} GB"
+                )
+            )
             log.ranks(lambda r: f"Capture cuda graph bs {capture}")
             self.sleep(settings.graph_seconds)
             avail -= gib
             used += gib
-            log.ranks(lambda r: f"Capture cuda graph end. Time elapsed: {settings.scaled(settings.graph_seconds):.2f} s. "
-                                f"mem usage={gib:.2f} GB. avail mem={avail:.2f} GB.")
+            log.ranks(
+                lambda r: (
+                    f"Capture cuda graph end. Time elapsed: {settings.scaled(settings.graph_seconds):.2f} s. "
+                    f"mem usage={gib:.2f} GB. avail mem={avail:.2f} GB."
+                )
+            )
             self._hold(lambda r: used)
 
         capture_graphs(target_graph)
         if plan.failure_stage == "worker":
-            raise StartupFailure(str(plan.failure_message), [
-                *_frames_worker(),
-                (f"{SGLANG_SRC}/srt/managers/tp_worker.py", 296, "__init__",
-                 'assert self.max_running_requests > 0, "max_running_request is zero"'),
-            ])
+            raise StartupFailure(
+                str(plan.failure_message),
+                [
+                    *_frames_worker(),
+                    (
+                        f"{SGLANG_SRC}/srt/managers/tp_worker.py",
+                        296,
+                        "__init__",
+                        'assert self.max_running_requests > 0, "max_running_request is zero"',
+                    ),
+                ],
+            )
 
         # --- draft worker (V1-V3: after the target is sized, from the slack)
         if spec and draft_config is not None:
@@ -372,18 +449,34 @@ class SimServer:
         if spec in ("DFLASH", "DDTREE"):
             block = plan.num_draft_tokens
             mask_id = ((draft_config or {}).get("dflash_config") or {}).get("mask_token_id")
-            log.ranks(lambda r: f"Initialized DFLASH draft runner. attention_backend=flashinfer, "
-                                f"model={args.speculative_draft_model_path}, block_size={block}, "
-                                f"draft_window_size={args.speculative_draft_window_size}, compact_cache=False")
-            log.ranks(lambda r: f"DFLASH draft runner ready. mask_token=<|MASK|>, mask_token_id={mask_id}, "
-                                "mask_token_id_override=None")
+            log.ranks(
+                lambda r: (
+                    f"Initialized DFLASH draft runner. attention_backend=flashinfer, "
+                    f"model={args.speculative_draft_model_path}, block_size={block}, "
+                    f"draft_window_size={args.speculative_draft_window_size}, compact_cache=False"
+                )
+            )
+            log.ranks(
+                lambda r: (
+                    f"DFLASH draft runner ready. mask_token=<|MASK|>, mask_token_id={mask_id}, "
+                    "mask_token_id_override=None"
+                )
+            )
             if spec == "DDTREE":
                 budget = block - 1
-                log.ranks(lambda r: f"Initialized DDTree worker. block_size={block}, tree_budget={budget}, "
-                                    f"max_tree_nodes={budget + 1}")
-        log(f"max_total_num_tokens={tokens}, chunked_prefill_size={plan.chunked_prefill_size}, "
-            f"max_prefill_tokens={plan.max_prefill_tokens}, max_running_requests={plan.max_running_requests}, "
-            f"context_len={plan.context_len}, available_gpu_mem={avail:.2f} GB", 0)
+                log.ranks(
+                    lambda r: (
+                        f"Initialized DDTree worker. block_size={block}, tree_budget={budget}, "
+                        f"max_tree_nodes={budget + 1}"
+                    )
+                )
+        log(
+            f"max_total_num_tokens={tokens}, chunked_prefill_size={plan.chunked_prefill_size}, "
+            f"max_prefill_tokens={plan.max_prefill_tokens}, "
+            f"max_running_requests={plan.max_running_requests}, "
+            f"context_len={plan.context_len}, available_gpu_mem={avail:.2f} GB",
+            0,
+        )
         startup_s = time.monotonic() - started
         return self._serve(plan, facts, kind, startup_s, load_s)
 
@@ -399,7 +492,8 @@ class SimServer:
         state = 0.0
         if plan.mamba_slots is not None:
             state = float(plan.mamba_per_req_bytes) or (plan.mamba_conv_gib + plan.mamba_ssm_gib) * GIB / max(
-                1, plan.mamba_slots + 1)
+                1, plan.mamba_slots + 1
+            )
         return TimingModel(
             weights_bytes=plan.weights_gib * GIB,
             bandwidth_bps=kind.bandwidth_gbps * 1e9,
@@ -414,34 +508,54 @@ class SimServer:
             prefill_tokens_per_s=self.settings.prefill_tokens_per_s,
         )
 
-    def _serve(self, plan: memory.MemoryPlan, facts: modelinfo.ModelFacts, kind: gpus.GpuKind,
-               startup_s: float, load_s: float) -> int:
+    def _serve(
+        self,
+        plan: memory.MemoryPlan,
+        facts: modelinfo.ModelFacts,
+        kind: gpus.GpuKind,
+        startup_s: float,
+        load_s: float,
+    ) -> int:
         args, settings = self.args, self.settings
         spec_cfg = None
         if args.speculative_algorithm:
             D = max(1, plan.num_draft_tokens)
             mean = settings.accept_length or DEFAULT_ACCEPT.get(args.speculative_algorithm, 2.0)
-            spec_cfg = api.SpecConfig(args.speculative_algorithm, D, args.speculative_num_steps or 1,
-                                      args.speculative_eagle_topk or 1, min(mean, float(D)))
+            spec_cfg = api.SpecConfig(
+                args.speculative_algorithm,
+                D,
+                args.speculative_num_steps or 1,
+                args.speculative_eagle_topk or 1,
+                min(mean, float(D)),
+            )
         server_args = dict(vars(args))
-        server_args.update({
-            "mem_fraction_static": plan.mem_fraction_static,
-            "chunked_prefill_size": plan.chunked_prefill_size,
-            "max_prefill_tokens": plan.max_prefill_tokens,
-            "cuda_graph_max_bs": plan.cuda_graph_max_bs,
-            "page_size": plan.page_size,
-            "served_model_name": args.served_model_name or args.model_path,
-            "tokenizer_path": args.tokenizer_path or args.model_path,
-        })
+        server_args.update(
+            {
+                "mem_fraction_static": plan.mem_fraction_static,
+                "chunked_prefill_size": plan.chunked_prefill_size,
+                "max_prefill_tokens": plan.max_prefill_tokens,
+                "cuda_graph_max_bs": plan.cuda_graph_max_bs,
+                "page_size": plan.page_size,
+                "served_model_name": args.served_model_name or args.model_path,
+                "tokenizer_path": args.tokenizer_path or args.model_path,
+            }
+        )
         if args.speculative_algorithm:
             if args.max_running_requests is None:
                 server_args["max_running_requests"] = 48
             server_args["speculative_num_draft_tokens"] = plan.num_draft_tokens
         return asyncio.run(self._amain(plan, facts, kind, spec_cfg, server_args, startup_s, load_s))
 
-    async def _amain(self, plan: memory.MemoryPlan, facts: modelinfo.ModelFacts, kind: gpus.GpuKind,
-                     spec_cfg: api.SpecConfig | None, server_args: dict[str, Any], startup_s: float,
-                     load_s: float) -> int:
+    async def _amain(
+        self,
+        plan: memory.MemoryPlan,
+        facts: modelinfo.ModelFacts,
+        kind: gpus.GpuKind,
+        spec_cfg: api.SpecConfig | None,
+        server_args: dict[str, Any],
+        startup_s: float,
+        load_s: float,
+    ) -> int:
         args, settings, log = self.args, self.settings, self.log
         loop = asyncio.get_running_loop()
         stop = asyncio.Event()
@@ -455,20 +569,34 @@ class SimServer:
             loop.add_signal_handler(sig, request_stop)
 
         engine = Engine(
-            self._timing(plan, kind), max_running=plan.max_running_requests,
-            max_total_tokens=plan.max_total_num_tokens, time_scale=settings.time_scale,
-            decode_log_interval=args.decode_log_interval, log=lambda m: log(m, 0),
-            hybrid=plan.mamba_slots is not None, cuda_graph=not args.disable_cuda_graph,
-            cuda_graph_max_bs=plan.cuda_graph_max_bs, mamba_slots=plan.mamba_slots,
+            self._timing(plan, kind),
+            max_running=plan.max_running_requests,
+            max_total_tokens=plan.max_total_num_tokens,
+            time_scale=settings.time_scale,
+            decode_log_interval=args.decode_log_interval,
+            log=lambda m: log(m, 0),
+            hybrid=plan.mamba_slots is not None,
+            cuda_graph=not args.disable_cuda_graph,
+            cuda_graph_max_bs=plan.cuda_graph_max_bs,
+            mamba_slots=plan.mamba_slots,
         )
 
         def crash() -> None:
             def die() -> None:
-                self.fail(StartupFailure(
-                    "RuntimeError: CUDA error: an illegal memory access was encountered (sglbench sim: "
-                    f"SGLBENCH_SIM_CRASH_AFTER_REQUESTS={settings.crash_after_requests})",
-                    [(f"{SGLANG_SRC}/srt/managers/scheduler.py", 2995, "run_scheduler_process",
-                      "scheduler.event_loop_overlap()")]))
+                self.fail(
+                    StartupFailure(
+                        "RuntimeError: CUDA error: an illegal memory access was encountered (sglbench sim: "
+                        f"SGLBENCH_SIM_CRASH_AFTER_REQUESTS={settings.crash_after_requests})",
+                        [
+                            (
+                                f"{SGLANG_SRC}/srt/managers/scheduler.py",
+                                2995,
+                                "run_scheduler_process",
+                                "scheduler.event_loop_overlap()",
+                            )
+                        ],
+                    )
+                )
                 os._exit(1)
 
             loop.call_later(0.05, die)
@@ -481,9 +609,17 @@ class SimServer:
         engine.start()
 
         def access_log(request: Request, status: int) -> None:
-            reason = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 500:
-                      "Internal Server Error", 503: "Service Unavailable"}.get(status, "")
-            log(f'INFO:     {request.client} - "{request.method} {request.target} HTTP/1.1" {status} {reason}')
+            reason = {
+                200: "OK",
+                400: "Bad Request",
+                401: "Unauthorized",
+                404: "Not Found",
+                500: "Internal Server Error",
+                503: "Service Unavailable",
+            }.get(status, "")
+            log(
+                f'INFO:     {request.client} - "{request.method} {request.target} HTTP/1.1" {status} {reason}'
+            )
 
         log(f"INFO:     Started server process [{os.getpid()}]")
         log("INFO:     Waiting for application startup.")
@@ -491,8 +627,10 @@ class SimServer:
         try:
             server = await serve(args.host, args.port, app.handle, access_log)
         except OSError as exc:
-            log(f"ERROR:    [Errno {exc.errno}] error while attempting to bind on address "
-                f"('{args.host}', {args.port}): {(exc.strerror or str(exc)).lower()}")
+            log(
+                f"ERROR:    [Errno {exc.errno}] error while attempting to bind on address "
+                f"('{args.host}', {args.port}): {(exc.strerror or str(exc)).lower()}"
+            )
             self.kill_workers()
             return 1
         log(f"INFO:     Uvicorn running on http://{args.host}:{args.port} (Press CTRL+C to quit)")
@@ -502,8 +640,9 @@ class SimServer:
                 return
             if not args.skip_server_warmup:
                 ids = textgen.encode("The capital city of France is", facts.vocab_size)
-                req = app._new_request(ids, {"max_new_tokens": 8, "temperature": 0}, default_max_new=8,
-                                       is_health=True)
+                req = app._new_request(
+                    ids, {"max_new_tokens": 8, "temperature": 0}, default_max_new=8, is_health=True
+                )
                 app._submit(req)
                 await app._wait_done(req)
                 log(f'INFO:     127.0.0.1:{40000 + os.getpid() % 20000} - "POST /generate HTTP/1.1" 200 OK')
@@ -548,6 +687,8 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
         print(f"sglbench sim: {exc}", file=sys.stderr)
         return 2
     for name in unknown_variables():
-        print(f"sglbench sim: warning: {name} is not a stand-in setting (see python/sglbench/sim/README.md)",
-              file=sys.stderr)
+        print(
+            f"sglbench sim: warning: {name} is not a stand-in setting (see python/sglbench/sim/README.md)",
+            file=sys.stderr,
+        )
     return SimServer(args, settings).run()

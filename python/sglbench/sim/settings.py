@@ -15,50 +15,124 @@ SIM_VERSION = "0.0.0+sglbench.sim"
 
 # (name, default shown in the docs, meaning)
 VARIABLES: tuple[tuple[str, str, str], ...] = (
-    ("SGLBENCH_SIM_TIME_SCALE", "1.0",
-     "Multiplies every simulated duration (startup phases and token timing). 1.0 = real-world, 0.01 = 100x faster."),
-    ("SGLBENCH_SIM_SEED", "0",
-     "Seed for generated text, output lengths and speculative acceptance (combined with the request content)."),
-    ("SGLBENCH_SIM_GPU", "rtx-pro-6000",
-     "GPU kind: an alias (rtx-pro-6000, rtx-pro-6000-ws, h100, h200, b200, a100) or a full nvidia-smi name."),
+    (
+        "SGLBENCH_SIM_TIME_SCALE",
+        "1.0",
+        "Multiplies every simulated duration (startup phases and token timing). 1.0 = real-world, 0.01 = "
+        "100x faster.",
+    ),
+    (
+        "SGLBENCH_SIM_SEED",
+        "0",
+        "Seed for generated text, output lengths and speculative acceptance (combined with the request "
+        "content).",
+    ),
+    (
+        "SGLBENCH_SIM_GPU",
+        "rtx-pro-6000",
+        "GPU kind: an alias (rtx-pro-6000, rtx-pro-6000-ws, h100, h200, b200, a100) or a full nvidia-smi "
+        "name.",
+    ),
     ("SGLBENCH_SIM_GPU_COUNT", "8", "Number of simulated GPUs on the host."),
     ("SGLBENCH_SIM_GPU_MEM_MIB", "(per kind)", "Override the per-GPU memory (MiB) of the GPU kind."),
-    ("SGLBENCH_SIM_GPU_BANDWIDTH_GBPS", "(per kind)", "Override the GPU memory bandwidth (GB/s) used for decode timing."),
-    ("SGLBENCH_SIM_STATE_DIR", "/run/sglbench-sim (root) or $TMPDIR/sglbench-sim-$UID",
-     "Where live stand-in processes register the GPU memory they hold (read by the nvidia-smi stand-in)."),
-    ("SGLBENCH_SIM_SGLANG_VERSION", SIM_VERSION,
-     "Version string reported by /server_info and sglang.__version__; picks the accounting variant if "
-     "SGLBENCH_SIM_ACCOUNTING is unset."),
-    ("SGLBENCH_SIM_ACCOUNTING", "A",
-     "SGLang memory-accounting and log variant to emulate: A (<= May 2026, V1 log lines), B (Jun-Jul 2026), "
-     "C (Aug 2026+). B and C print the V3 'KV Cache is allocated. dtype: ...' form."),
-    ("SGLBENCH_SIM_WEIGHTS_GIB", "(planner)", "Per-rank target weight memory in GiB (default: the capacity planner's estimate)."),
+    (
+        "SGLBENCH_SIM_GPU_BANDWIDTH_GBPS",
+        "(per kind)",
+        "Override the GPU memory bandwidth (GB/s) used for decode timing.",
+    ),
+    (
+        "SGLBENCH_SIM_STATE_DIR",
+        "/run/sglbench-sim (root) or $TMPDIR/sglbench-sim-$UID",
+        "Where live stand-in processes register the GPU memory they hold (read by the nvidia-smi stand-in).",
+    ),
+    (
+        "SGLBENCH_SIM_SGLANG_VERSION",
+        SIM_VERSION,
+        "Version string reported by /server_info and sglang.__version__; picks the accounting variant if "
+        "SGLBENCH_SIM_ACCOUNTING is unset.",
+    ),
+    (
+        "SGLBENCH_SIM_ACCOUNTING",
+        "A",
+        "SGLang memory-accounting and log variant to emulate: A (<= May 2026, V1 log lines), B (Jun-Jul "
+        "2026), "
+        "C (Aug 2026+). B and C print the V3 'KV Cache is allocated. dtype: ...' form.",
+    ),
+    (
+        "SGLBENCH_SIM_WEIGHTS_GIB",
+        "(planner)",
+        "Per-rank target weight memory in GiB (default: the capacity planner's estimate).",
+    ),
     ("SGLBENCH_SIM_DRAFT_WEIGHTS_GIB", "(planner)", "Draft model weight memory in GiB."),
     ("SGLBENCH_SIM_INIT_SECONDS", "4.0", "Simulated torch-distributed init time (scaled)."),
     ("SGLBENCH_SIM_LOAD_GIBPS", "2.0", "Simulated weight loading speed in GiB/s (scaled)."),
-    ("SGLBENCH_SIM_GRAPH_SECONDS", "20.0", "Simulated CUDA graph capture time per worker (scaled; 0 with --disable-cuda-graph)."),
-    ("SGLBENCH_SIM_SLOW_START_SECONDS", "0",
-     "Fault: extra startup delay (scaled) before weights load, to exercise readiness timeouts."),
-    ("SGLBENCH_SIM_FAIL_LOAD", "(unset)",
-     "Fault: fail during weight load. 'oom' (or 1) = torch.OutOfMemoryError, 'corrupt' = safetensors header error."),
-    ("SGLBENCH_SIM_NEVER_READY", "0", "Fault: 1 = HTTP server starts but the warmup never finishes (/health stays 503)."),
-    ("SGLBENCH_SIM_CRASH_AFTER_REQUESTS", "0",
-     "Fault: N > 0 = the server crashes (scheduler exception, exit 1) after finishing N generation requests."),
-    ("SGLBENCH_SIM_ERROR_RATE", "0",
-     "Fault: fraction (0..1) of generation requests answered with HTTP 500 (deterministic under the seed)."),
-    ("SGLBENCH_SIM_ORPHAN_WORKER", "0",
-     "Fault: 1 = on SIGTERM the main process exits but leaves one TP worker alive holding its GPU memory."),
-    ("SGLBENCH_SIM_ORPHAN_TTL_SECONDS", "0",
-     "Real seconds an orphaned worker lives before exiting by itself (0 = until killed)."),
-    ("SGLBENCH_SIM_ACCEPT_LENGTH", "(per algorithm)",
-     "Mean speculative accept length per verify step incl. the bonus token (DFLASH 6.5, DDTREE 7.5, EAGLE* 3.0, "
-     "NEXTN 3.0, STANDALONE 2.5, NGRAM 2.0; capped at the draft token count)."),
-    ("SGLBENCH_SIM_ACCEPT_DIST", "(geometric)",
-     "Explicit accept-length distribution: comma-separated weights for lengths 1, 2, ... (overrides the mean)."),
-    ("SGLBENCH_SIM_OUTPUT_LEN", "256",
-     "Mean natural output length (tokens) before EOS when ignore_eos is false (deterministic per request)."),
-    ("SGLBENCH_SIM_PREFILL_TOKENS_PER_S", "(derived)",
-     "Override the prefill speed (tokens/s at time scale 1; default from GPU FLOPs and model size)."),
+    (
+        "SGLBENCH_SIM_GRAPH_SECONDS",
+        "20.0",
+        "Simulated CUDA graph capture time per worker (scaled; 0 with --disable-cuda-graph).",
+    ),
+    (
+        "SGLBENCH_SIM_SLOW_START_SECONDS",
+        "0",
+        "Fault: extra startup delay (scaled) before weights load, to exercise readiness timeouts.",
+    ),
+    (
+        "SGLBENCH_SIM_FAIL_LOAD",
+        "(unset)",
+        "Fault: fail during weight load. 'oom' (or 1) = torch.OutOfMemoryError, 'corrupt' = safetensors "
+        "header error.",
+    ),
+    (
+        "SGLBENCH_SIM_NEVER_READY",
+        "0",
+        "Fault: 1 = HTTP server starts but the warmup never finishes (/health stays 503).",
+    ),
+    (
+        "SGLBENCH_SIM_CRASH_AFTER_REQUESTS",
+        "0",
+        "Fault: N > 0 = the server crashes (scheduler exception, exit 1) after finishing N generation "
+        "requests.",
+    ),
+    (
+        "SGLBENCH_SIM_ERROR_RATE",
+        "0",
+        "Fault: fraction (0..1) of generation requests answered with HTTP 500 (deterministic under the "
+        "seed).",
+    ),
+    (
+        "SGLBENCH_SIM_ORPHAN_WORKER",
+        "0",
+        "Fault: 1 = on SIGTERM the main process exits but leaves one TP worker alive holding its GPU memory.",
+    ),
+    (
+        "SGLBENCH_SIM_ORPHAN_TTL_SECONDS",
+        "0",
+        "Real seconds an orphaned worker lives before exiting by itself (0 = until killed).",
+    ),
+    (
+        "SGLBENCH_SIM_ACCEPT_LENGTH",
+        "(per algorithm)",
+        "Mean speculative accept length per verify step incl. the bonus token (DFLASH 6.5, DDTREE 7.5, "
+        "EAGLE* 3.0, "
+        "NEXTN 3.0, STANDALONE 2.5, NGRAM 2.0; capped at the draft token count).",
+    ),
+    (
+        "SGLBENCH_SIM_ACCEPT_DIST",
+        "(geometric)",
+        "Explicit accept-length distribution: comma-separated weights for lengths 1, 2, ... (overrides the "
+        "mean).",
+    ),
+    (
+        "SGLBENCH_SIM_OUTPUT_LEN",
+        "256",
+        "Mean natural output length (tokens) before EOS when ignore_eos is false (deterministic per "
+        "request).",
+    ),
+    (
+        "SGLBENCH_SIM_PREFILL_TOKENS_PER_S",
+        "(derived)",
+        "Override the prefill speed (tokens/s at time scale 1; default from GPU FLOPs and model size).",
+    ),
 )
 
 _KNOWN = {name for name, _d, _m in VARIABLES}
@@ -119,8 +193,14 @@ def _get(env: Mapping[str, str], name: str) -> str | None:
     return None if value is None or value.strip() == "" else value.strip()
 
 
-def _float(env: Mapping[str, str], name: str, default: float | None, *, lo: float | None = None,
-           hi: float | None = None) -> float | None:
+def _float(
+    env: Mapping[str, str],
+    name: str,
+    default: float | None,
+    *,
+    lo: float | None = None,
+    hi: float | None = None,
+) -> float | None:
     raw = _get(env, name)
     if raw is None:
         return default

@@ -48,8 +48,11 @@ class TimingModel:
         if batch <= 0:
             return 0.0
         tokens = batch * max(1, self.num_draft_tokens if self.draft_passes else 1)
-        mem = self._mem_time(self.weights_bytes + kv_tokens * self.kv_bytes_per_token
-                             + 2 * batch * self.state_bytes_per_request)
+        mem = self._mem_time(
+            self.weights_bytes
+            + kv_tokens * self.kv_bytes_per_token
+            + 2 * batch * self.state_bytes_per_request
+        )
         compute = 2.0 * self.params * tokens / self.flops
         step = max(mem, compute) + self._comm() + batch * PER_REQUEST_OVERHEAD_S
         if self.draft_passes:

@@ -55,11 +55,22 @@ class Sim:
     def log(self) -> str:
         return self.log_path.read_text(encoding="utf-8", errors="replace")
 
-    def request(self, path: str, body: object | None = None, *, method: str | None = None,
-                headers: dict[str, str] | None = None, timeout: float = 10.0) -> tuple[int, bytes, dict[str, str]]:
+    def request(
+        self,
+        path: str,
+        body: object | None = None,
+        *,
+        method: str | None = None,
+        headers: dict[str, str] | None = None,
+        timeout: float = 10.0,
+    ) -> tuple[int, bytes, dict[str, str]]:
         data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(self.url + path, data=data, method=method or ("POST" if data else "GET"),
-                                     headers={"Content-Type": "application/json", **(headers or {})})
+        req = urllib.request.Request(
+            self.url + path,
+            data=data,
+            method=method or ("POST" if data else "GET"),
+            headers={"Content-Type": "application/json", **(headers or {})},
+        )
         try:
             with urllib.request.urlopen(req, timeout=timeout) as resp:
                 return resp.status, resp.read(), dict(resp.headers)
@@ -84,8 +95,14 @@ class Sim:
         return False
 
     def nvidia_smi(self, *args: str) -> str:
-        out = subprocess.run([sys.executable, str(NVIDIA_SMI), *args], env=self.env, capture_output=True,
-                             text=True, timeout=10, check=True)
+        out = subprocess.run(
+            [sys.executable, str(NVIDIA_SMI), *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        )
         return out.stdout
 
     def holders(self) -> dict[int, int]:
@@ -117,27 +134,42 @@ class Sim:
 
 def sim_env(state_dir: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SGLBENCH_SIM_")}
-    env.update({
-        "PYTHONPATH": str(PYTHON_SRC),
-        "SGLBENCH_SIM_TIME_SCALE": TIME_SCALE,
-        "SGLBENCH_SIM_STATE_DIR": str(state_dir),
-        "PYTHONUNBUFFERED": "1",
-    })
+    env.update(
+        {
+            "PYTHONPATH": str(PYTHON_SRC),
+            "SGLBENCH_SIM_TIME_SCALE": TIME_SCALE,
+            "SGLBENCH_SIM_STATE_DIR": str(state_dir),
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
     env.pop("CUDA_VISIBLE_DEVICES", None)
     env.update(extra)
     return env
 
 
-def launch(tmp: Path, args: list[str], *, env: dict[str, str] | None = None, wait_ready: bool = True,
-           port: int | None = None, module: str = "sglbench.sim", **extra_env: str) -> Sim:
+def launch(
+    tmp: Path,
+    args: list[str],
+    *,
+    env: dict[str, str] | None = None,
+    wait_ready: bool = True,
+    port: int | None = None,
+    module: str = "sglbench.sim",
+    **extra_env: str,
+) -> Sim:
     tmp.mkdir(parents=True, exist_ok=True)
     state_dir = tmp / "state"
     port = port or free_port()
     full_env = env or sim_env(state_dir, **extra_env)
     log_path = tmp / f"sim-{port}.log"
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", module, *args, "--port", str(port)], cwd=REPO,
-                                env=full_env, stdout=log, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", module, *args, "--port", str(port)],
+            cwd=REPO,
+            env=full_env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     sim = Sim(proc, port, log_path, state_dir, full_env)
     if wait_ready:
         deadline = time.monotonic() + 20
@@ -170,10 +202,18 @@ def start_sim(tmp_path: Path) -> Iterator[object]:
 @pytest.fixture(scope="module")
 def plain_sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sim]:
     """Qwen3-8B, TP1, metrics on: the endpoint-shape tests share it."""
-    sim = launch(tmp_path_factory.mktemp("plain"), [
-        "--model-path", model("qwen3-8b"), "--enable-metrics", "--served-model-name", "qwen3-8b-sim",
-        "--decode-log-interval", "5",
-    ])
+    sim = launch(
+        tmp_path_factory.mktemp("plain"),
+        [
+            "--model-path",
+            model("qwen3-8b"),
+            "--enable-metrics",
+            "--served-model-name",
+            "qwen3-8b-sim",
+            "--decode-log-interval",
+            "5",
+        ],
+    )
     yield sim
     sim.stop()
 
@@ -181,12 +221,28 @@ def plain_sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sim]:
 @pytest.fixture(scope="module")
 def spec_sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sim]:
     """The mission's Qwen3.6-27B + DFLASH config with 4 running requests (the working variant)."""
-    sim = launch(tmp_path_factory.mktemp("spec"), [
-        "--model-path", model("qwen3.6-27b"), "--speculative-algorithm", "DFLASH",
-        "--speculative-draft-model-path", model("qwen3.6-27b-dflash"), "--mem-fraction-static", "0.75",
-        "--max-running-requests", "4", "--context-length", "32768", "--mamba-scheduler-strategy", "extra_buffer",
-        "--decode-log-interval", "3",
-    ], SGLBENCH_SIM_WEIGHTS_GIB="51.05")
+    sim = launch(
+        tmp_path_factory.mktemp("spec"),
+        [
+            "--model-path",
+            model("qwen3.6-27b"),
+            "--speculative-algorithm",
+            "DFLASH",
+            "--speculative-draft-model-path",
+            model("qwen3.6-27b-dflash"),
+            "--mem-fraction-static",
+            "0.75",
+            "--max-running-requests",
+            "4",
+            "--context-length",
+            "32768",
+            "--mamba-scheduler-strategy",
+            "extra_buffer",
+            "--decode-log-interval",
+            "3",
+        ],
+        SGLBENCH_SIM_WEIGHTS_GIB="51.05",
+    )
     yield sim
     sim.stop()
 
@@ -199,5 +255,5 @@ def sse_events(raw: bytes) -> list[str]:
     payloads = []
     for event in events:
         assert event.startswith("data: "), event
-        payloads.append(event[len("data: "):])
+        payloads.append(event[len("data: ") :])
     return payloads

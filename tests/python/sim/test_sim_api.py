@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import pytest
@@ -47,16 +48,24 @@ def test_model_info_and_models(plain_sim: Sim) -> None:
         assert info["model_path"] == model("qwen3-8b")
         assert info["architectures"] == ["Qwen3ForCausalLM"]
         assert info["is_generation"] is True
-        assert {"tokenizer_path", "preferred_sampling_params", "weight_version", "has_image_understanding",
-                "has_audio_understanding", "model_type"} <= set(info)
+        assert {
+            "tokenizer_path",
+            "preferred_sampling_params",
+            "weight_version",
+            "has_image_understanding",
+            "has_audio_understanding",
+            "model_type",
+        } <= set(info)
     status, models = plain_sim.json("/v1/models")
     assert status == 200 and models["object"] == "list"
     assert [m["id"] for m in models["data"]] == ["qwen3-8b-sim"]
 
 
 def test_generate_text_ignore_eos(plain_sim: Sim) -> None:
-    status, out = plain_sim.json("/generate", {"text": "Hello there, how are you?",
-                                               "sampling_params": {"max_new_tokens": 17, "ignore_eos": True}})
+    status, out = plain_sim.json(
+        "/generate",
+        {"text": "Hello there, how are you?", "sampling_params": {"max_new_tokens": 17, "ignore_eos": True}},
+    )
     assert status == 200
     meta = out["meta_info"]
     assert meta["completion_tokens"] == 17 == len(out["output_ids"])
@@ -67,17 +76,23 @@ def test_generate_text_ignore_eos(plain_sim: Sim) -> None:
 
 
 def test_generate_input_ids_and_batch(plain_sim: Sim) -> None:
-    status, out = plain_sim.json("/generate", {"input_ids": [11, 12, 13, 14],
-                                               "sampling_params": {"max_new_tokens": 3, "ignore_eos": True}})
+    status, out = plain_sim.json(
+        "/generate",
+        {"input_ids": [11, 12, 13, 14], "sampling_params": {"max_new_tokens": 3, "ignore_eos": True}},
+    )
     assert status == 200 and out["meta_info"]["prompt_tokens"] == 4
-    status, outs = plain_sim.json("/generate", {"text": ["one", "two three"],
-                                                "sampling_params": {"max_new_tokens": 2, "ignore_eos": True}})
+    status, outs = plain_sim.json(
+        "/generate",
+        {"text": ["one", "two three"], "sampling_params": {"max_new_tokens": 2, "ignore_eos": True}},
+    )
     assert status == 200 and len(outs) == 2
     assert [o["meta_info"]["completion_tokens"] for o in outs] == [2, 2]
 
 
 def test_generate_natural_stop_reports_eos(plain_sim: Sim) -> None:
-    status, out = plain_sim.json("/generate", {"text": "stop soon", "sampling_params": {"max_new_tokens": 20000}})
+    status, out = plain_sim.json(
+        "/generate", {"text": "stop soon", "sampling_params": {"max_new_tokens": 20000}}
+    )
     assert status == 200
     reason = out["meta_info"]["finish_reason"]
     assert reason["type"] == "stop" and reason["matched"] == 151645  # qwen3-8b eos_token_id
@@ -86,20 +101,23 @@ def test_generate_natural_stop_reports_eos(plain_sim: Sim) -> None:
 def test_generate_errors(plain_sim: Sim) -> None:
     status, out = plain_sim.json("/generate", {"sampling_params": {}})
     assert status == 400 and "text or input_ids" in out["error"]["message"]
-    status, out = plain_sim.json("/generate", {"input_ids": [5] * 10, "sampling_params": {"max_new_tokens": 10**7}})
+    status, out = plain_sim.json(
+        "/generate", {"input_ids": [5] * 10, "sampling_params": {"max_new_tokens": 10**7}}
+    )
     assert status == 400 and "maximum context length" in out["error"]["message"]
 
 
 def test_generate_stream_is_cumulative_sse(plain_sim: Sim) -> None:
-    status, raw, headers = plain_sim.request("/generate", {"text": "stream me", "stream": True,
-                                                          "sampling_params": {"max_new_tokens": 12,
-                                                                              "ignore_eos": True}})
+    status, raw, headers = plain_sim.request(
+        "/generate",
+        {"text": "stream me", "stream": True, "sampling_params": {"max_new_tokens": 12, "ignore_eos": True}},
+    )
     assert status == 200 and headers["content-type"].startswith("text/event-stream")
     payloads = sse_events(raw)
     assert payloads[-1] == "[DONE]"
     chunks = [json.loads(p) for p in payloads[:-1]]
     assert len(chunks) >= 2
-    for before, after in zip(chunks, chunks[1:], strict=False):
+    for before, after in itertools.pairwise(chunks):
         assert after["text"].startswith(before["text"])  # cumulative, like SGLang's default
         assert before["meta_info"]["finish_reason"] is None
     assert chunks[-1]["meta_info"]["finish_reason"]["type"] == "length"
@@ -107,8 +125,9 @@ def test_generate_stream_is_cumulative_sse(plain_sim: Sim) -> None:
 
 
 def test_completions(plain_sim: Sim) -> None:
-    status, out = plain_sim.json("/v1/completions", {"model": "qwen3-8b-sim", "prompt": "Say hi", "max_tokens": 5,
-                                                     "ignore_eos": True})
+    status, out = plain_sim.json(
+        "/v1/completions", {"model": "qwen3-8b-sim", "prompt": "Say hi", "max_tokens": 5, "ignore_eos": True}
+    )
     assert status == 200
     assert out["object"] == "text_completion" and out["id"].startswith("cmpl-")
     assert out["choices"][0]["finish_reason"] == "length"
@@ -117,9 +136,16 @@ def test_completions(plain_sim: Sim) -> None:
 
 
 def test_completions_stream_with_usage(plain_sim: Sim) -> None:
-    status, raw, _ = plain_sim.request("/v1/completions", {
-        "prompt": "Count", "max_tokens": 6, "ignore_eos": True, "stream": True,
-        "stream_options": {"include_usage": True}})
+    status, raw, _ = plain_sim.request(
+        "/v1/completions",
+        {
+            "prompt": "Count",
+            "max_tokens": 6,
+            "ignore_eos": True,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        },
+    )
     assert status == 200
     payloads = sse_events(raw)
     assert payloads[-1] == "[DONE]"
@@ -134,12 +160,15 @@ def test_completions_stream_with_usage(plain_sim: Sim) -> None:
 
 def test_chat_completions_stream_and_plain(plain_sim: Sim) -> None:
     msgs = [{"role": "user", "content": "Hello"}]
-    status, out = plain_sim.json("/v1/chat/completions", {"messages": msgs, "max_tokens": 4, "ignore_eos": True})
+    status, out = plain_sim.json(
+        "/v1/chat/completions", {"messages": msgs, "max_tokens": 4, "ignore_eos": True}
+    )
     assert status == 200 and out["object"] == "chat.completion"
     assert out["choices"][0]["message"]["role"] == "assistant"
     assert len(out["choices"][0]["message"]["content"].split()) == 4
-    status, raw, _ = plain_sim.request("/v1/chat/completions", {"messages": msgs, "max_tokens": 4, "stream": True,
-                                                               "ignore_eos": True})
+    status, raw, _ = plain_sim.request(
+        "/v1/chat/completions", {"messages": msgs, "max_tokens": 4, "stream": True, "ignore_eos": True}
+    )
     payloads = sse_events(raw)
     assert payloads[-1] == "[DONE]"
     chunks = [json.loads(p) for p in payloads[:-1]]
@@ -173,9 +202,16 @@ def test_metrics_prometheus_text(plain_sim: Sim) -> None:
             values[name.split("{", 1)[0]] = float(value)
     assert values["sglang:max_total_num_tokens"] == info["max_total_num_tokens"]
     assert values["sglang:num_requests_total"] >= 1
-    for name in ("sglang:num_running_reqs", "sglang:token_usage", "sglang:gen_throughput", "sglang:num_queue_reqs",
-                 "sglang:prompt_tokens_total", "sglang:generation_tokens_total",
-                 "sglang:time_to_first_token_seconds_count", "sglang:e2e_request_latency_seconds_count"):
+    for name in (
+        "sglang:num_running_reqs",
+        "sglang:token_usage",
+        "sglang:gen_throughput",
+        "sglang:num_queue_reqs",
+        "sglang:prompt_tokens_total",
+        "sglang:generation_tokens_total",
+        "sglang:time_to_first_token_seconds_count",
+        "sglang:e2e_request_latency_seconds_count",
+    ):
         assert name in values
 
 
@@ -189,7 +225,9 @@ def test_deterministic_output(plain_sim: Sim) -> None:
     first = plain_sim.json("/generate", body)[1]
     second = plain_sim.json("/generate", body)[1]
     assert first["output_ids"] == second["output_ids"] and first["text"] == second["text"]
-    seeded = plain_sim.json("/generate", {**body, "sampling_params": {**body["sampling_params"], "sampling_seed": 7}})[1]
+    seeded = plain_sim.json(
+        "/generate", {**body, "sampling_params": {**body["sampling_params"], "sampling_seed": 7}}
+    )[1]
     assert seeded["output_ids"] != first["output_ids"]
 
 
@@ -203,8 +241,9 @@ def test_same_seed_same_text_across_restarts(start_sim, plain_sim: Sim) -> None:
 
 def test_metrics_off_without_flag_and_spec_meta(spec_sim: Sim) -> None:
     assert spec_sim.request("/metrics")[0] == 404
-    status, out = spec_sim.json("/generate", {"text": "speculate", "sampling_params": {"max_new_tokens": 64,
-                                                                                     "ignore_eos": True}})
+    status, out = spec_sim.json(
+        "/generate", {"text": "speculate", "sampling_params": {"max_new_tokens": 64, "ignore_eos": True}}
+    )
     assert status == 200
     meta = out["meta_info"]
     assert meta["completion_tokens"] == 64
@@ -221,7 +260,9 @@ def test_metrics_off_without_flag_and_spec_meta(spec_sim: Sim) -> None:
 
 
 def test_spec_decode_log_has_accept_len(spec_sim: Sim) -> None:
-    spec_sim.json("/generate", {"text": "log me", "sampling_params": {"max_new_tokens": 80, "ignore_eos": True}})
+    spec_sim.json(
+        "/generate", {"text": "log me", "sampling_params": {"max_new_tokens": 80, "ignore_eos": True}}
+    )
     decode = sglang_logs.parse_startup_log(spec_sim.log())["decode"]
     assert decode and all(d["accept_len"] is not None for d in decode)
 
@@ -240,15 +281,25 @@ def test_openai_client_streams_with_usage(plain_sim: Sim) -> None:
     openai = pytest.importorskip("openai")
     client = openai.OpenAI(base_url=plain_sim.url + "/v1", api_key="unused", max_retries=0, timeout=10)
     stream = client.chat.completions.create(
-        model="qwen3-8b-sim", messages=[{"role": "user", "content": "Hi"}], max_tokens=8, stream=True,
-        stream_options={"include_usage": True}, extra_body={"ignore_eos": True},
+        model="qwen3-8b-sim",
+        messages=[{"role": "user", "content": "Hi"}],
+        max_tokens=8,
+        stream=True,
+        stream_options={"include_usage": True},
+        extra_body={"ignore_eos": True},
     )
     chunks = list(stream)
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert len(text.split()) == 8
     assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == 8
-    stream = client.completions.create(model="qwen3-8b-sim", prompt="Once", max_tokens=5, stream=True,
-                                       stream_options={"include_usage": True}, extra_body={"ignore_eos": True})
+    stream = client.completions.create(
+        model="qwen3-8b-sim",
+        prompt="Once",
+        max_tokens=5,
+        stream=True,
+        stream_options={"include_usage": True},
+        extra_body={"ignore_eos": True},
+    )
     chunks = list(stream)
     assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == 5
     assert len("".join(c.choices[0].text for c in chunks if c.choices).split()) == 5

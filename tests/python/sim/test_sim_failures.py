@@ -17,9 +17,20 @@ from sim_harness import PYTHON_SRC, REPO, Sim, launch, model, sim_env
 from sglbench.hostlib import capacity, sglang_args, sglang_logs
 
 MISSION = [
-    "--model-path", model("qwen3.6-27b"), "--speculative-algorithm", "DFLASH",
-    "--speculative-draft-model-path", model("qwen3.6-27b-dflash"), "--mem-fraction-static", "0.75",
-    "--max-running-requests", "8", "--context-length", "32768", "--mamba-scheduler-strategy", "extra_buffer",
+    "--model-path",
+    model("qwen3.6-27b"),
+    "--speculative-algorithm",
+    "DFLASH",
+    "--speculative-draft-model-path",
+    model("qwen3.6-27b-dflash"),
+    "--mem-fraction-static",
+    "0.75",
+    "--max-running-requests",
+    "8",
+    "--context-length",
+    "32768",
+    "--mamba-scheduler-strategy",
+    "extra_buffer",
 ]
 
 
@@ -38,8 +49,17 @@ def planned(args: list[str], accounting: str, weights_gib: float | None = None) 
     draft = None
     if ns.speculative_draft_model_path:
         draft = json.loads(Path(ns.speculative_draft_model_path, "config.json").read_text())
-    return capacity.plan(ns, cfg, draft, 97887 / 1024, weights_gib=weights_gib, accounting=accounting,
-                         model_dir=ns.model_path, draft_model_dir=ns.speculative_draft_model_path, recommend=False)
+    return capacity.plan(
+        ns,
+        cfg,
+        draft,
+        97887 / 1024,
+        weights_gib=weights_gib,
+        accounting=accounting,
+        model_dir=ns.model_path,
+        draft_model_dir=ns.speculative_draft_model_path,
+        recommend=False,
+    )
 
 
 def index_of(log: str, needle: str) -> int:
@@ -59,10 +79,13 @@ def test_bad_setting_exits_2_naming_variable(tmp_path: Path) -> None:
     assert code == 2 and "SGLBENCH_SIM_TIME_SCALE" in log
 
 
-@pytest.mark.parametrize(("content", "needle"), [
-    (None, "does not appear to have a file named config.json"),
-    ("{not json", "is not a valid JSON file"),
-])
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [
+        (None, "does not appear to have a file named config.json"),
+        ("{not json", "is not a valid JSON file"),
+    ],
+)
 def test_missing_or_malformed_config(tmp_path: Path, content: str | None, needle: str) -> None:
     model_dir = tmp_path / "model"
     model_dir.mkdir()
@@ -78,8 +101,14 @@ def test_mission_case_fails_with_zero_requests_like_sglang(tmp_path: Path) -> No
     code, log = run_to_exit(tmp_path, MISSION, SGLBENCH_SIM_WEIGHTS_GIB="51.05")
     assert code != 0
     # the same lines, in SGLang's order, before the assertion
-    order = ["Load weight begin", "Load weight end", "Mamba Cache is allocated", "KV Cache is allocated",
-             "Memory pool end", "AssertionError: max_running_request is zero"]
+    order = [
+        "Load weight begin",
+        "Load weight end",
+        "Mamba Cache is allocated",
+        "KV Cache is allocated",
+        "Memory pool end",
+        "AssertionError: max_running_request is zero",
+    ]
     positions = [index_of(log, n) for n in order]
     assert positions == sorted(positions)
     assert "fired up" not in log and "Uvicorn running" not in log
@@ -97,38 +126,66 @@ def test_mission_case_fails_with_zero_requests_like_sglang(tmp_path: Path) -> No
 
 
 def test_variant_b_raises_runtime_error_after_v3_lines(tmp_path: Path) -> None:
-    args = [*MISSION[:-6], "--max-running-requests", "48", "--mem-fraction-static", "0.58",
-            "--context-length", "32768", "--mamba-scheduler-strategy", "extra_buffer"]
+    args = [
+        *MISSION[:-6],
+        "--max-running-requests",
+        "48",
+        "--mem-fraction-static",
+        "0.58",
+        "--context-length",
+        "32768",
+        "--mamba-scheduler-strategy",
+        "extra_buffer",
+    ]
     plan = planned(args, "B", 51.05)
     assert plan.failure is not None and plan.failure.kind == "zero_requests"
     code, log = run_to_exit(tmp_path, args, SGLBENCH_SIM_WEIGHTS_GIB="51.05", SGLBENCH_SIM_ACCOUNTING="B")
     assert code != 0
-    assert "RuntimeError: Hybrid (mamba/linear-attention) state cache is too small to serve any requests." in log
+    assert (
+        "RuntimeError: Hybrid (mamba/linear-attention) state cache is too small to serve any requests." in log
+    )
     assert sglang_logs.parse_startup_log(log)["kv"]["dtype"] == "torch.bfloat16"  # V3 form
     assert sglang_logs.classify_failure(log)["cause"] == "zero_requests"
 
 
-@pytest.mark.parametrize(("accounting", "text"), [
-    ("A", "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. "
-          "Current value: mem_fraction_static=0.1"),
-    ("C", "ValueError: Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=0.1."),
-])
+@pytest.mark.parametrize(
+    ("accounting", "text"),
+    [
+        (
+            "A",
+            "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. "
+            "Current value: mem_fraction_static=0.1",
+        ),
+        (
+            "C",
+            "ValueError: Loaded weights leave no GPU memory for the KV cache under "
+            "--mem-fraction-static=0.1.",
+        ),
+    ],
+)
 def test_not_enough_memory(tmp_path: Path, accounting: str, text: str) -> None:
-    code, log = run_to_exit(tmp_path, ["--model-path", model("qwen3-8b"), "--mem-fraction-static", "0.1"],
-                            SGLBENCH_SIM_ACCOUNTING=accounting)
+    code, log = run_to_exit(
+        tmp_path,
+        ["--model-path", model("qwen3-8b"), "--mem-fraction-static", "0.1"],
+        SGLBENCH_SIM_ACCOUNTING=accounting,
+    )
     assert code != 0 and text in log
     assert index_of(log, "Load weight end") < index_of(log, text)
     assert "KV Cache is allocated" not in log
     assert sglang_logs.classify_failure(log)["cause"] == "not_enough_memory"
 
 
-@pytest.mark.parametrize(("mode", "needle", "cause"), [
-    ("oom", "torch.OutOfMemoryError: CUDA out of memory", "cuda_oom"),
-    ("corrupt", "Error while deserializing header", "unknown"),
-])
+@pytest.mark.parametrize(
+    ("mode", "needle", "cause"),
+    [
+        ("oom", "torch.OutOfMemoryError: CUDA out of memory", "cuda_oom"),
+        ("corrupt", "Error while deserializing header", "unknown"),
+    ],
+)
 def test_fail_during_weight_load(tmp_path: Path, mode: str, needle: str, cause: str) -> None:
-    code, log = run_to_exit(tmp_path, ["--model-path", model("llama-3.1-8b-instruct")],
-                            SGLBENCH_SIM_FAIL_LOAD=mode)
+    code, log = run_to_exit(
+        tmp_path, ["--model-path", model("llama-3.1-8b-instruct")], SGLBENCH_SIM_FAIL_LOAD=mode
+    )
     assert code != 0 and needle in log
     assert "Load weight begin" in log and "Load weight end" not in log
     got = sglang_logs.classify_failure(log)["cause"]
@@ -161,8 +218,9 @@ def test_never_ready_keeps_health_503(start_sim) -> None:
 
 
 def test_slow_start_delays_weight_loading(start_sim) -> None:
-    sim: Sim = start_sim(["--model-path", model("qwen3-8b")], wait_ready=False,
-                         SGLBENCH_SIM_SLOW_START_SECONDS="1000000")
+    sim: Sim = start_sim(
+        ["--model-path", model("qwen3-8b")], wait_ready=False, SGLBENCH_SIM_SLOW_START_SECONDS="1000000"
+    )
     assert sim.wait_log("Init torch distributed ends")
     time.sleep(0.3)
     assert "Load weight begin" not in sim.log()
@@ -227,9 +285,13 @@ def test_orphan_worker_fault(start_sim) -> None:
 
 def test_nvidia_smi_shows_memory_on_assigned_gpus(start_sim) -> None:
     sim: Sim = start_sim(["--model-path", model("qwen3-8b"), "--tp-size", "2"], CUDA_VISIBLE_DEVICES="2,5")
-    rows = [line.split(", ") for line in sim.nvidia_smi(
-        "--query-gpu=index,name,memory.total,memory.used,memory.free,uuid", "--format=csv,noheader,nounits",
-    ).splitlines()]
+    rows = [
+        line.split(", ")
+        for line in sim.nvidia_smi(
+            "--query-gpu=index,name,memory.total,memory.used,memory.free,uuid",
+            "--format=csv,noheader,nounits",
+        ).splitlines()
+    ]
     assert len(rows) == 8
     used = {int(r[0]): int(r[3]) for r in rows}
     assert used[2] > 0 and used[2] == used[5]
@@ -237,9 +299,13 @@ def test_nvidia_smi_shows_memory_on_assigned_gpus(start_sim) -> None:
     assert all(r[1] == "NVIDIA RTX PRO 6000 Blackwell Server Edition" and r[2] == "97887" for r in rows)
     assert all(int(r[2]) - int(r[3]) == int(r[4]) for r in rows)
     uuids = {r[5]: int(r[0]) for r in rows}
-    apps = [line.split(", ") for line in sim.nvidia_smi(
-        "--query-compute-apps=pid,used_memory,gpu_uuid,process_name", "--format=csv,noheader,nounits",
-    ).splitlines()]
+    apps = [
+        line.split(", ")
+        for line in sim.nvidia_smi(
+            "--query-compute-apps=pid,used_memory,gpu_uuid,process_name",
+            "--format=csv,noheader,nounits",
+        ).splitlines()
+    ]
     assert sorted(uuids[a[2]] for a in apps) == [2, 5]
     assert all(int(a[1]) == used[uuids[a[2]]] for a in apps)
     listing = sim.nvidia_smi("-L").splitlines()
@@ -255,8 +321,9 @@ def test_nvidia_smi_shows_memory_on_assigned_gpus(start_sim) -> None:
 def test_second_server_on_same_gpu_sees_less_free_memory(start_sim) -> None:
     first: Sim = start_sim(["--model-path", model("qwen3-8b"), "--mem-fraction-static", "0.3"])
     held_gib = sum(first.holders().values()) / 1024
-    second: Sim = start_sim(["--model-path", model("llama-3.1-8b-instruct"), "--mem-fraction-static", "0.3"],
-                            env=first.env)
+    second: Sim = start_sim(
+        ["--model-path", model("llama-3.1-8b-instruct"), "--mem-fraction-static", "0.3"], env=first.env
+    )
     a = sglang_logs.parse_startup_log(first.log())["load_begin_avail_gib"]
     b = sglang_logs.parse_startup_log(second.log())["load_begin_avail_gib"]
     assert b == pytest.approx(a - held_gib, abs=0.02)
@@ -266,8 +333,14 @@ def test_sglang_shim_runs_the_stand_in_with_version(tmp_path: Path) -> None:
     shim = PYTHON_SRC / "sglbench" / "sim" / "sglang_shim"
     env = sim_env(tmp_path / "state", SGLBENCH_SIM_SGLANG_VERSION="0.5.23")
     env["PYTHONPATH"] = f"{PYTHON_SRC}{os.pathsep}{shim}"
-    version = subprocess.run([sys.executable, "-c", "import sglang; print(sglang.__version__)"], env=env,
-                             capture_output=True, text=True, check=True, cwd=REPO).stdout.strip()
+    version = subprocess.run(
+        [sys.executable, "-c", "import sglang; print(sglang.__version__)"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=REPO,
+    ).stdout.strip()
     assert version == "0.5.23"
     sim = launch(tmp_path, ["--model-path", model("qwen3-8b")], env=env, module="sglang.launch_server")
     try:
@@ -282,9 +355,19 @@ def test_sglang_shim_runs_the_stand_in_with_version(tmp_path: Path) -> None:
 def test_bare_interpreter_runs_without_installed_packages(tmp_path: Path) -> None:
     """python3 -I-like isolation: no site-packages, only PYTHONPATH=python."""
     env = sim_env(tmp_path / "state")
-    probe = subprocess.run([sys.executable, "-S", "-c", "import sglbench.sim.server, sys; "
-                            "print(sorted(m for m in sys.modules if m.split('.')[0] not in sys.stdlib_module_names "
-                            "and m.split('.')[0] not in ('sglbench', '__main__')))"],
-                           env=env, capture_output=True, text=True, cwd=REPO, check=True)
+    probe = subprocess.run(
+        [
+            sys.executable,
+            "-S",
+            "-c",
+            "import sglbench.sim.server, sys; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] not in sys.stdlib_module_names "
+            "and m.split('.')[0] not in ('sglbench', '__main__')))",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=True,
+    )
     assert probe.stdout.strip() == "[]"
-
