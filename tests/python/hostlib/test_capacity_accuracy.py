@@ -118,3 +118,13 @@ def test_qwq_pool_end_matches_log():
     plan, case, _ = plan_case("qwq-32b-tp4-l4")
     assert plan.req_to_token_gib == pytest.approx(1.0, abs=0.01)
     assert plan.pool_end_avail_gib == pytest.approx(case["observed"]["pool_end_avail_gib"], abs=0.2)
+
+
+def test_defaults_only_plan_is_close_on_a_large_gpu():
+    """No log figures at all (default free memory, weights estimated from config.json): within 2%."""
+    case, _ = load_case("sglang-docs-llama3.1-8b-h100")
+    argv = ["--model-path", str(FIXTURES / "models" / case["model"]), *case["launch_args"]]
+    p = capacity.plan_command(argv, gpu=case["gpu"], accounting=case["accounting"])
+    assert p.weights_source == "estimate"
+    assert p.max_total_num_tokens == pytest.approx(case["observed"]["max_total_num_tokens"], rel=0.02)
+    assert p.max_total_num_tokens < case["observed"]["max_total_num_tokens"]  # the default is conservative
