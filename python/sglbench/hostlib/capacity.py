@@ -40,8 +40,9 @@ try:  # on the GPU host: shipped as ansible module_utils
     from ansible.module_utils import sglbench_checkpoint as checkpoint  # type: ignore[import-not-found]
     from ansible.module_utils import sglbench_geometry as geometry  # type: ignore[import-not-found]
     from ansible.module_utils import sglbench_gpus as gpus  # type: ignore[import-not-found]
+    from ansible.module_utils import sglbench_sglang_args as sglang_args  # type: ignore[import-not-found]
 except ImportError:  # controller, sim, tests
-    from sglbench.hostlib import checkpoint, geometry, gpus
+    from sglbench.hostlib import checkpoint, geometry, gpus, sglang_args
 
 GiB = 1 << 30
 MiB = 1 << 20
@@ -1205,10 +1206,6 @@ def plan_command(
     dflash_cell_scaling: bool | None = None,
 ) -> Plan:
     """Plan an SGLang launch command line (flags only, e.g. ``["--model-path", dir, ...]``)."""
-    try:
-        from ansible.module_utils import sglbench_sglang_args as sglang_args  # type: ignore[import-not-found]
-    except ImportError:
-        from sglbench.hostlib import sglang_args
     try:
         args = sglang_args.parse_launch_args_or_raise(argv)
     except sglang_args.SglangArgsError as exc:

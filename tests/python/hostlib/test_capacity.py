@@ -579,3 +579,35 @@ def test_accounting_from_installed_source_markers():
     b = [*a, 'raise RuntimeError("Hybrid (mamba/linear-attention) state cache is too small to serve any")']
     c = [*b, "class KVCacheConfigurator:\n    def _handle_max_mamba_cache(self, rest):"]
     assert [capacity.accounting_from_source(t) for t in (a, b, c, ["nothing"])] == ["A", "B", "C", None]
+
+
+def test_runs_as_ansible_module_utils_with_stdlib_only(tmp_path):
+    """On the GPU host only the module_utils symlinks exist: no sglbench package, no site-packages."""
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[3]
+    mu = tmp_path / "ansible" / "module_utils"
+    mu.mkdir(parents=True)
+    (tmp_path / "ansible" / "__init__.py").write_text("")
+    (mu / "__init__.py").write_text("")
+    for name in ("capacity", "geometry", "gpus", "checkpoint", "sglang_args"):
+        (mu / f"sglbench_{name}.py").write_text(
+            (root / "plugins" / "module_utils" / f"sglbench_{name}.py").read_text()
+        )
+    code = (
+        "from ansible.module_utils import sglbench_capacity as c\n"
+        f"p = c.plan_command(['--model-path', {str(MODELS / 'qwen3-8b')!r}], gpu='H100')\n"
+        "print(p.max_total_num_tokens > 0, p.fits)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-S", "-c", code],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["True", "True"]
