@@ -598,7 +598,7 @@ def plan(
             cell_f = float(geometry.ceil_div(int(target_cell_f) * (T + dgeo.num_layers), T))
     elif algo in ("EAGLE", "EAGLE3", "STANDALONE") and acc == "C":
         draft_layers = dgeo.num_layers if dgeo is not None else 1
-        cell_f = float(int(target_cell_f * (1 + draft_layers / geo.num_layers)))
+        cell_f = float(int(target_cell_f * (1 + draft_layers / geo.kv_layers)))
     if dflash_like and not scaling:
         notes.append(
             "DFLASH draft KV is not folded into the target cell (variant A as observed); "
