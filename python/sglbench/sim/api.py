@@ -428,6 +428,8 @@ class SimApp:
     async def health(self, request: Request) -> Response:
         if not self.ready:
             return Response(503, b"", "text/plain")
+        if self.engine.running:  # like SGLang: a busy server is healthy when tokens are flowing
+            return Response(200, b"", "text/plain")
         req = self._new_request(
             [1], {"max_new_tokens": 1, "temperature": 0}, default_max_new=1, is_health=True
         )
@@ -795,6 +797,7 @@ class SimApp:
                     "accounting": self.plan.accounting,
                     "gpu": self.gpu_name,
                     "gpu_ids": self.gpu_ids,
+                    "lag_seconds": round(self.engine.lag_seconds, 3),
                 },
             }
         )

@@ -43,7 +43,10 @@ class SimRequest:
 
     @property
     def reserved_tokens(self) -> int:
-        return len(self.prompt_ids) + self.max_new_tokens
+        """KV tokens this request will hold at most. The stand-in knows the output length in advance
+        (deterministic), so it reserves exactly that instead of SGLang's estimate + retraction."""
+        out = self.max_new_tokens if self.ignore_eos else min(self.max_new_tokens, self.generator.natural_len)
+        return len(self.prompt_ids) + out
 
     @property
     def seq_len(self) -> int:
@@ -98,6 +101,7 @@ class Engine:
         self.last_accept_length = 0.0
         self.last_accept_rate = 0.0
         self.realtime_tokens_total = 0
+        self.lag_seconds = 0.0  # wall time the simulation fell behind its own clock (CPU-bound)
 
     # ------------------------------------------------------------------ public API
     def start(self) -> None:
@@ -119,7 +123,8 @@ class Engine:
     async def _sleep(self, sim_seconds: float) -> None:
         loop = asyncio.get_running_loop()
         now = loop.time()
-        if self._clock < now - 0.05:  # idle or far behind: restart the clock
+        if self._clock < now - 0.05:  # far behind (CPU-bound at a tiny time scale): restart the clock
+            self.lag_seconds += now - self._clock
             self._clock = now
         self._clock += sim_seconds * self.time_scale
         delay = self._clock - now
@@ -147,6 +152,7 @@ class Engine:
             if not self.running and not self.waiting:
                 self._wake.clear()
                 await self._wake.wait()
+                self._clock = asyncio.get_running_loop().time()
                 continue
             admitted = self._admit()
             if admitted:

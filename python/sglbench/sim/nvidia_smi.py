@@ -76,8 +76,10 @@ def _parse(argv: Sequence[str]) -> dict[str, str]:
 def run(argv: Sequence[str], out: Callable[[str], None]) -> int:
     opts = _parse(argv)
     if "unknown" in opts:
-        out('Invalid combination of input arguments. Please run "nvidia-smi -h" for help. '
-            f"({opts['unknown']})")
+        out(
+            'Invalid combination of input arguments. Please run "nvidia-smi -h" for help. '
+            f"({opts['unknown']})"
+        )
         return 2
     try:
         settings = load_settings()

@@ -42,7 +42,7 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
     ),
     (
         "SGLBENCH_SIM_STATE_DIR",
-        "/run/sglbench-sim (root) or $TMPDIR/sglbench-sim-$UID",
+        "/run/sglbench-sim if writable, else $TMPDIR/sglbench-sim",
         "Where live stand-in processes register the GPU memory they hold (read by the nvidia-smi stand-in).",
     ),
     (
@@ -138,15 +138,33 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
 _KNOWN = {name for name, _d, _m in VARIABLES}
 
 
+def markdown_table() -> str:
+    """The README's settings table (the README must contain exactly this; a test checks it)."""
+    rows = ["| variable | default | meaning |", "|---|---|---|"]
+    rows += [f"| `{name}` | {default} | {meaning} |" for name, default, meaning in VARIABLES]
+    return "\n".join(rows)
+
+
 class SimSettingsError(ValueError):
     """A malformed SGLBENCH_SIM_* value (the message names the variable)."""
 
 
 def default_state_dir() -> str:
-    if hasattr(os, "geteuid") and os.geteuid() == 0:
-        return "/run/sglbench-sim"
-    uid = os.getuid() if hasattr(os, "getuid") else 0
-    return os.path.join(tempfile.gettempdir(), f"sglbench-sim-{uid}")
+    """``/run/sglbench-sim`` when usable, else ``$TMPDIR/sglbench-sim``; created world-writable
+    (sticky) so stand-ins running as any user and the nvidia-smi stand-in share one registry."""
+    candidates = ["/run/sglbench-sim", os.path.join(tempfile.gettempdir(), "sglbench-sim")]
+    for path in candidates:
+        if os.path.isdir(path) and os.access(path, os.W_OK | os.X_OK):
+            return path
+        parent = os.path.dirname(path)
+        if not os.path.exists(path) and os.access(parent, os.W_OK):
+            try:
+                os.makedirs(path, exist_ok=True)
+                os.chmod(path, 0o1777)
+                return path
+            except OSError:
+                continue
+    return candidates[-1]
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ README = Path(settings.__file__).with_name("README.md")
 
 def test_readme_documents_every_variable() -> None:
     text = README.read_text(encoding="utf-8")
+    assert settings.markdown_table() in text, "regenerate the README table from settings.markdown_table()"
     documented = set(re.findall(r"^\| `(SGLBENCH_SIM_[A-Z_]+)`", text, flags=re.M))
     assert documented == {name for name, _d, _m in settings.VARIABLES}
 
