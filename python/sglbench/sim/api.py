@@ -301,6 +301,9 @@ class SimApp:
                 self.settings.accept_dist,
             )
         stop_ids = sp.get("stop_token_ids") or []
+        stop = sp.get("stop")
+        stops = [stop] if isinstance(stop, str) else (stop if isinstance(stop, list) else [])
+        stop_strings = tuple(x for x in stops if isinstance(x, str) and x)
         req = SimRequest(
             rid=uuid.uuid4().hex,
             prompt_ids=list(prompt_ids),
@@ -310,6 +313,7 @@ class SimApp:
             sampler=sampler,
             eos_id=self.eos_id,
             stop_token_ids=frozenset(int(x) for x in stop_ids if isinstance(x, int)),
+            stop_strings=stop_strings,
             is_health=is_health,
         )
         req.cached_tokens = 0 if is_health else self._cached(req.prompt_ids)
@@ -346,28 +350,45 @@ class SimApp:
             self._crashing = True
             self.on_crash()
 
-    @staticmethod
-    async def _wait_done(req: SimRequest) -> None:
+    def _observe(self, req: SimRequest) -> None:
+        """Finish a request whose text reached one of its stop strings (SGLang: finish_reason stop)."""
+        if req.done or not req.stop_strings:
+            return
+        text = textgen.decode(req.output_ids)
+        hits = [(pos, stop) for stop in req.stop_strings if (pos := text.find(stop)) >= 0]
+        if hits:
+            req.finish_reason = {"type": "stop", "matched": min(hits)[1]}
+            req.finished_time = time.monotonic()
+            req.cancelled = True  # the engine drops it; account for it here
+            self._on_finish(req)
+
+    async def _wait_done(self, req: SimRequest) -> None:
         while not req.done:
             await req.events.get()
+            self._observe(req)
 
-    @staticmethod
-    async def _updates(req: SimRequest) -> AsyncIterator[None]:
+    async def _updates(self, req: SimRequest) -> AsyncIterator[None]:
         """Yield after every engine update until the request is finished (coalescing backlog)."""
         while True:
             await req.events.get()
             while not req.events.empty():
                 req.events.get_nowait()
+            self._observe(req)
             yield None
             if req.done:
                 return
 
-    def _text_of(self, req: SimRequest) -> tuple[str, str | None]:
-        """Visible text (EOS stripped, stop strings applied) and the matched stop string."""
+    def _text_of(self, req: SimRequest) -> str:
+        """Visible text: EOS not shown, cut before a matched stop string."""
         ids = req.output_ids
-        if ids and ids[-1] == req.eos_id and req.finish_reason and req.finish_reason.get("type") == "stop":
+        reason = req.finish_reason or {}
+        if ids and ids[-1] == req.eos_id and reason.get("type") == "stop":
             ids = ids[:-1]
-        return textgen.decode(ids), None
+        text = textgen.decode(ids)
+        matched = reason.get("matched")
+        if isinstance(matched, str) and matched in text:
+            text = text[: text.find(matched)]
+        return text
 
     def _spec_meta(self, req: SimRequest, meta: dict[str, Any]) -> None:
         if self.spec is None:
@@ -475,7 +496,7 @@ class SimApp:
                 await self._wait_done(req)
                 out.append(
                     {
-                        "text": self._text_of(req)[0],
+                        "text": self._text_of(req),
                         "output_ids": req.output_ids,
                         "meta_info": self._meta(req),
                     }
@@ -491,7 +512,7 @@ class SimApp:
             async for _ in self._updates(req):
                 if not req.done and len(req.output_ids) - sent_ids < interval:
                     continue
-                text_now = self._text_of(req)[0]
+                text_now = self._text_of(req)
                 if incremental:
                     obj = {
                         "text": text_now[len(sent_text) :],
@@ -525,17 +546,15 @@ class SimApp:
         }
 
     @staticmethod
-    def _openai_finish(req: SimRequest, stop_hit: str | None) -> tuple[str | None, Any]:
+    def _openai_finish(req: SimRequest) -> tuple[str | None, Any]:
         if not req.done:
             return None, None
-        if stop_hit is not None:
-            return "stop", stop_hit
         reason = req.finish_reason or {}
         if reason.get("type") == "length":
             return "length", None
         return "stop", reason.get("matched")
 
-    def _openai_params(self, body: dict[str, Any], chat: bool) -> tuple[dict[str, Any], list[str]]:
+    def _openai_params(self, body: dict[str, Any], chat: bool) -> dict[str, Any]:
         if "model" in body and not isinstance(body["model"], str):
             raise ApiError(400, "model must be a string")
         max_tokens = body.get("max_completion_tokens") if chat else None
@@ -546,24 +565,14 @@ class SimApp:
         n = body.get("n", 1)
         if n not in (1, None):
             raise ApiError(400, "sglbench sim: only n=1 is supported")
-        stop = body.get("stop")
-        stops = [stop] if isinstance(stop, str) else [s for s in (stop or []) if isinstance(s, str)]
         sp = {
+            "stop": body.get("stop"),
             "max_new_tokens": max_tokens,
             "ignore_eos": bool(body.get("ignore_eos", False)),
             "stop_token_ids": body.get("stop_token_ids"),
             "sampling_seed": body.get("seed"),
         }
-        return sp, stops
-
-    @staticmethod
-    def _apply_stops(text: str, stops: list[str]) -> tuple[str, str | None]:
-        cut, hit = len(text), None
-        for s in stops:
-            pos = text.find(s) if s else -1
-            if 0 <= pos < cut:
-                cut, hit = pos, s
-        return text[:cut], hit
+        return sp
 
     async def completions(self, request: Request) -> Response | StreamingResponse:
         body = self._body(request)
@@ -576,7 +585,7 @@ class SimApp:
             ids = list(prompt)
         else:
             raise ApiError(400, "prompt must be a string or a list of token ids (one prompt per request)")
-        sp, stops = self._openai_params(body, chat=False)
+        sp = self._openai_params(body, chat=False)
         self._check_fault()
         req = self._new_request(ids, sp, default_max_new=16)
         self._submit(req)
@@ -585,8 +594,8 @@ class SimApp:
         model = body.get("model") or self.served_model_name
         if not body.get("stream"):
             await self._wait_done(req)
-            text, hit = self._apply_stops(self._text_of(req)[0], stops)
-            reason, matched = self._openai_finish(req, hit)
+            text = self._text_of(req)
+            reason, matched = self._openai_finish(req)
             if body.get("echo") and isinstance(prompt, str):
                 text = prompt + text
             return json_response(
@@ -615,11 +624,8 @@ class SimApp:
         async def chunks() -> AsyncIterator[bytes]:
             sent = ""
             async for _ in self._updates(req):
-                text, hit = self._apply_stops(self._text_of(req)[0], stops)
-                if hit is not None and not req.done:
-                    self._abort(req)
-                    req.finish_reason = {"type": "stop", "matched": hit}
-                reason, matched = self._openai_finish(req, hit)
+                text = self._text_of(req)
+                reason, matched = self._openai_finish(req)
                 delta = text[len(sent) :]
                 sent = text
                 if not delta and reason is None:
@@ -675,7 +681,7 @@ class SimApp:
     async def chat_completions(self, request: Request) -> Response | StreamingResponse:
         body = self._body(request)
         ids = textgen.encode(self._chat_prompt(body.get("messages")), self.facts.vocab_size)
-        sp, stops = self._openai_params(body, chat=True)
+        sp = self._openai_params(body, chat=True)
         self._check_fault()
         req = self._new_request(ids, sp, default_max_new=None)
         self._submit(req)
@@ -684,8 +690,8 @@ class SimApp:
         model = body.get("model") or self.served_model_name
         if not body.get("stream"):
             await self._wait_done(req)
-            text, hit = self._apply_stops(self._text_of(req)[0], stops)
-            reason, matched = self._openai_finish(req, hit)
+            text = self._text_of(req)
+            reason, matched = self._openai_finish(req)
             return json_response(
                 {
                     "id": rid,
@@ -738,11 +744,8 @@ class SimApp:
             yield chunk({"role": "assistant", "content": ""}, None, None)
             sent = ""
             async for _ in self._updates(req):
-                text, hit = self._apply_stops(self._text_of(req)[0].lstrip(), stops)
-                if hit is not None and not req.done:
-                    self._abort(req)
-                    req.finish_reason = {"type": "stop", "matched": hit}
-                reason, matched = self._openai_finish(req, hit)
+                text = self._text_of(req).lstrip()
+                reason, matched = self._openai_finish(req)
                 delta = text[len(sent) :]
                 sent = text
                 if not delta and reason is None:
@@ -818,6 +821,7 @@ class SimApp:
                 "has_audio_understanding": False,
                 "model_type": self.facts.model_type,
                 "architectures": [self.facts.architecture],
+                "sglbench_simulated": True,
             }
         )
 

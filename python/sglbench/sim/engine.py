@@ -29,6 +29,7 @@ class SimRequest:
     sampler: AcceptSampler | None
     eos_id: int
     stop_token_ids: frozenset[int] = frozenset()
+    stop_strings: tuple[str, ...] = ()
     cached_tokens: int = 0
     is_health: bool = False
     created: float = field(default_factory=time.monotonic)

@@ -303,3 +303,20 @@ def test_openai_client_streams_with_usage(plain_sim: Sim) -> None:
     chunks = list(stream)
     assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == 5
     assert len("".join(c.choices[0].text for c in chunks if c.choices).split()) == 5
+
+
+def test_stop_strings(plain_sim: Sim) -> None:
+    body = {"text": "find a stop", "sampling_params": {"max_new_tokens": 60, "ignore_eos": True}}
+    full = plain_sim.json("/generate", body)[1]["text"]
+    stop = full.split()[5]  # a word the deterministic output contains
+    expected = full[: full.find(" " + stop)]
+    out = plain_sim.json(
+        "/generate", {**body, "sampling_params": {**body["sampling_params"], "stop": [" " + stop]}}
+    )[1]
+    assert out["meta_info"]["finish_reason"] == {"type": "stop", "matched": " " + stop}
+    assert out["text"] == expected
+    status, comp = plain_sim.json(
+        "/v1/completions", {"prompt": "find a stop", "max_tokens": 60, "ignore_eos": True, "stop": " " + stop}
+    )
+    assert status == 200 and comp["choices"][0]["finish_reason"] == "stop"
+    assert comp["choices"][0]["matched_stop"] == " " + stop and stop not in comp["choices"][0]["text"].split()

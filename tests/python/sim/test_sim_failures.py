@@ -226,6 +226,10 @@ def test_slow_start_delays_weight_loading(start_sim) -> None:
     assert "Load weight begin" not in sim.log()
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", sim.port), timeout=1).close()
+    assert len(sim.holders()) == 1  # the worker already holds its CUDA context
+    sim.proc.send_signal(signal.SIGTERM)  # stopping during startup kills the workers too
+    assert sim.wait_exit(10) == 0
+    assert sim.holders() == {}
 
 
 def test_crash_after_n_requests(start_sim) -> None:
