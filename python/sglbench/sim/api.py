@@ -305,7 +305,7 @@ class SimApp:
         stops = [stop] if isinstance(stop, str) else (stop if isinstance(stop, list) else [])
         stop_strings = tuple(x for x in stops if isinstance(x, str) and x)
         req = SimRequest(
-            rid=uuid.uuid4().hex,
+            rid=str(sp.get("_rid") or uuid.uuid4().hex),
             prompt_ids=list(prompt_ids),
             max_new_tokens=max_new,
             ignore_eos=bool(sp.get("ignore_eos", False)),
@@ -321,6 +321,11 @@ class SimApp:
             req.finish_reason = {"type": "length", "length": 0}
             req.finished_time = req.created
         return req
+
+    def _check_queue(self) -> None:
+        limit = self.args.max_queued_requests
+        if limit is not None and len(self.engine.waiting) >= limit:
+            raise ApiError(503, "The request queue is full.", "ServiceUnavailableError")
 
     def _submit(self, req: SimRequest) -> None:
         if not req.is_health:
@@ -486,7 +491,11 @@ class SimApp:
         if batch and stream:
             raise ApiError(400, "sglbench sim: streaming a batch /generate request is not supported")
         self._check_fault()
+        self._check_queue()
         sps = sp if isinstance(sp, list) else [sp] * len(prompts)
+        rids = body.get("rid")
+        if isinstance(rids, str) and not batch:
+            sps = [{**sps[0], "_rid": rids}] if isinstance(sps[0], dict) else sps
         reqs = [self._new_request(p, s, default_max_new=128) for p, s in zip(prompts, sps, strict=False)]
         for req in reqs:
             self._submit(req)
@@ -587,6 +596,7 @@ class SimApp:
             raise ApiError(400, "prompt must be a string or a list of token ids (one prompt per request)")
         sp = self._openai_params(body, chat=False)
         self._check_fault()
+        self._check_queue()
         req = self._new_request(ids, sp, default_max_new=16)
         self._submit(req)
         rid = f"cmpl-{req.rid}"
@@ -683,6 +693,7 @@ class SimApp:
         ids = textgen.encode(self._chat_prompt(body.get("messages")), self.facts.vocab_size)
         sp = self._openai_params(body, chat=True)
         self._check_fault()
+        self._check_queue()
         req = self._new_request(ids, sp, default_max_new=None)
         self._submit(req)
         rid = req.rid

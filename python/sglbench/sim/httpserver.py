@@ -83,7 +83,9 @@ class HttpError(Exception):
         self.status = status
 
 
-async def _read_request(reader: asyncio.StreamReader, client: str) -> Request | None:
+async def _read_request(
+    reader: asyncio.StreamReader, client: str, writer: asyncio.StreamWriter | None = None
+) -> Request | None:
     try:
         head = await reader.readuntil(b"\r\n\r\n")
     except asyncio.IncompleteReadError as exc:
@@ -104,6 +106,9 @@ async def _read_request(reader: asyncio.StreamReader, client: str) -> Request | 
         name, _, value = line.partition(":")
         headers[name.strip().lower()] = value.strip()
     body = b""
+    if writer is not None and headers.get("expect", "").lower() == "100-continue":
+        writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")  # curl waits for this before large bodies
+        await writer.drain()
     if headers.get("transfer-encoding", "").lower() == "chunked":
         parts = []
         while True:
@@ -150,7 +155,7 @@ async def _serve_connection(
     try:
         while True:
             try:
-                request = await _read_request(reader, client)
+                request = await _read_request(reader, client, writer)
             except (HttpError, ValueError) as exc:
                 status = exc.status if isinstance(exc, HttpError) else 400
                 body = json.dumps({"detail": str(exc)}).encode()

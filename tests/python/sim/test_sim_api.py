@@ -320,3 +320,29 @@ def test_stop_strings(plain_sim: Sim) -> None:
     )
     assert status == 200 and comp["choices"][0]["finish_reason"] == "stop"
     assert comp["choices"][0]["matched_stop"] == " " + stop and stop not in comp["choices"][0]["text"].split()
+
+
+def test_expect_100_continue_keepalive_and_rid(plain_sim: Sim) -> None:
+    import socket
+
+    body = json.dumps(
+        {"text": "x" * 2000, "rid": "my-rid", "sampling_params": {"max_new_tokens": 2}}
+    ).encode()
+    head = (
+        f"POST /generate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\nExpect: 100-continue\r\n\r\n"
+    ).encode()
+    with socket.create_connection(("127.0.0.1", plain_sim.port), timeout=10) as sock:
+        sock.sendall(head)
+        assert sock.recv(64).startswith(b"HTTP/1.1 100 Continue\r\n\r\n")
+        sock.sendall(body)
+        reader = sock.makefile("rb")
+        assert reader.readline().startswith(b"HTTP/1.1 200")
+        headers = {}
+        while (line := reader.readline().strip()) != b"":
+            key, _, value = line.decode().partition(":")
+            headers[key.lower()] = value.strip()
+        out = json.loads(reader.read(int(headers["content-length"])))
+        assert out["meta_info"]["id"] == "my-rid"
+        sock.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")  # same connection (keep-alive)
+        assert reader.readline().startswith(b"HTTP/1.1 200")
