@@ -62,8 +62,15 @@ class UnitState:
     exec_main_exit_monotonic_us: int
 
     @property
+    def main_exited(self) -> bool:
+        """The main process of the current start has exited (even if an ExecStartPost still runs)."""
+        return bool(self.exec_main_code) and self.exec_main_exit_monotonic_us >= self.exec_main_start_monotonic_us
+
+    @property
     def running(self) -> bool:
         """The main process is (still) alive as far as systemd knows."""
+        if self.main_exited:
+            return False
         return self.active_state in ("active", "activating", "reloading") and self.sub_state not in (
             "exited",
             "dead",

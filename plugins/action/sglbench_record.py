@@ -1,0 +1,76 @@
+"""Action plugin: write one config attempt's files on the controller, atomically, in-process.
+
+Runs on the controller only (no module is shipped anywhere), so saving a record costs
+milliseconds instead of a module round trip per file. Documentation: plugins/modules/sglbench_record.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from typing import Any
+
+from ansible.errors import AnsibleActionFail
+from ansible.plugins.action import ActionBase
+
+SCHEMA = "sglbench.attempt/1"
+
+
+def _text(name: str, content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    return json.dumps(content, indent=2, sort_keys=False, default=str) + "\n"
+
+
+def write_atomic(path: str, text: str, mode: int) -> None:
+    directory = os.path.dirname(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def check_record(text: str) -> None:
+    """record.json must be JSON with the current schema id (the contract in docs/records.md)."""
+    try:
+        record = json.loads(text)
+    except ValueError as err:
+        raise AnsibleActionFail(f"record.json is not valid JSON: {err}") from err
+    if not isinstance(record, dict) or record.get("schema") != SCHEMA:
+        raise AnsibleActionFail(f"record.json must be an object with schema {SCHEMA!r}")
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _VALID_ARGS = frozenset(("dir", "files", "mode"))
+
+    def run(self, tmp: Any = None, task_vars: Any = None) -> dict[str, Any]:
+        result = super().run(tmp, task_vars)
+        args = self._task.args
+        directory = args.get("dir")
+        files = args.get("files") or {}
+        if not directory or not isinstance(files, dict):
+            raise AnsibleActionFail("sglbench_record needs dir (a path) and files (a mapping of file name to content)")
+        mode = int(str(args.get("mode", "0644")), 8)
+        written: list[str] = []
+        if self._task.check_mode:
+            return {**result, "changed": bool(files), "dir": directory, "written": sorted(files)}
+        os.makedirs(directory, exist_ok=True)
+        for name, content in files.items():
+            if "/" in name or name in ("", ".", ".."):
+                raise AnsibleActionFail(f"file name {name!r} must be a plain name inside {directory}")
+            if content is None:
+                continue
+            text = _text(name, content)
+            if name == "record.json":
+                check_record(text)
+            write_atomic(os.path.join(directory, name), text, mode)
+            written.append(name)
+        return {**result, "changed": True, "dir": directory, "written": written}

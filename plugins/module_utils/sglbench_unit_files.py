@@ -1,0 +1,1 @@
+../../python/sglbench/hostlib/unit_files.py

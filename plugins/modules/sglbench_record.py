@@ -1,0 +1,55 @@
+#!/usr/bin/python
+"""Documentation stub: sglbench_record is an action plugin (plugins/action/sglbench_record.py)."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: sglbench_record
+short_description: Write the files of one config attempt on the controller, atomically
+description:
+  - Runs on the controller (action plugin); nothing is sent to the managed host.
+  - Creates I(dir) and writes each entry of I(files) with a temp file + rename, so a killed run never leaves
+    a half-written record. Mappings and lists are written as JSON.
+  - A C(record.json) entry must be JSON with the schema id C(sglbench.attempt/1) (see docs/records.md).
+  - Entries whose content is null are skipped.
+options:
+  dir:
+    description: Attempt directory on the controller, e.g. C(results/<run_id>/<host>/<config>-tp<N>).
+    type: path
+    required: true
+  files:
+    description: File name to content (text, or a mapping/list written as JSON).
+    type: dict
+    required: true
+  mode:
+    description: File mode.
+    type: str
+    default: "0644"
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+author:
+  - sglbench
+"""
+
+EXAMPLES = r"""
+- name: cycle | Write the record
+  sglbench_record:
+    dir: results/run1/simhost/qwen-ar-tp1
+    files:
+      record.json: "{{ lookup('ansible.builtin.template', 'record.json.j2') }}"
+      journal.log: "{{ journal.journal }}"
+"""
+
+RETURN = r"""
+written:
+  description: Names of the files written.
+  type: list
+  elements: str
+  returned: always
+"""
+
+if __name__ == "__main__":
+    raise SystemExit("sglbench_record is an action plugin; it runs inside ansible-playbook on the controller")
