@@ -1,0 +1,1 @@
+../../python/sglbench/hostlib/plan_policy.py

@@ -1,0 +1,224 @@
+"""What the capacity planner needs to know about the GPU host: SGLang build, GPU memory.
+
+Standard library only: shipped to the GPU host as ``ansible.module_utils.sglbench_plan_inputs`` and
+used by the ``sglbench_plan`` module. Everything here is a pure function over text (the output of a
+probe command, the files of the installed SGLang, the ``nvidia-smi`` CSV), so it is tested without a
+GPU or an SGLang install.
+
+- **Installed SGLang**: ``<python> -c "<PROBE_CODE>"`` prints the version, the package directory and
+  an optional sglbench marker (see :data:`PROBE_CODE`). The accounting variant then comes from, in
+  order: an explicit choice, the marker (``sglang.__sglbench_accounting__``, set only by the sim
+  host's stand-in package to the variant it emulates), the grep markers of ``reference/sglang.md`` §0
+  in the installed ``srt`` tree (``capacity.accounting_from_source``), the version
+  (``capacity.accounting_for_version``).
+- **GPU memory**: the planner needs the capacity (``memory.total``) and the free memory when SGLang
+  measures it, i.e. after its CUDA context exists. ``nvidia-smi`` shows the free memory *before*
+  that, so the free figure is ``min(memory.free) - context overhead`` over the GPUs the config gets,
+  with the overhead of ``gpus.DEFAULT_CONTEXT_OVERHEAD_GIB`` (+ ``TP_OVERHEAD_GIB`` at TP > 1), the
+  same constant the stand-in subtracts.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+try:  # on the GPU host: shipped as ansible module_utils
+    from ansible.module_utils import sglbench_capacity as capacity  # type: ignore[import-not-found]
+    from ansible.module_utils import sglbench_gpus as gpus  # type: ignore[import-not-found]
+    from ansible.module_utils import sglbench_nvidia_smi as nvidia_smi  # type: ignore[import-not-found]
+except ImportError:  # controller, sim, tests
+    from sglbench.hostlib import capacity, gpus, nvidia_smi
+
+# Printed on one line: "<version> <package dir> <sglbench marker or ->".
+PROBE_CODE = (
+    "import sglang,os;print(sglang.__version__, os.path.dirname(sglang.__file__), "
+    "getattr(sglang, '__sglbench_accounting__', None) or '-')"
+)
+# Source markers of the accounting variants (reference/sglang.md §0); grepped in <dir>/srt.
+SOURCE_MARKERS: tuple[str, ...] = (
+    "max_running_request is zero",
+    "state cache is too small",
+    "def _handle_max_mamba_cache",
+    "def handle_max_mamba_cache",
+    "KVCacheConfigurator",
+)
+SMI_FIELDS: tuple[str, ...] = ("index", "memory.total", "memory.used", "memory.free")
+
+
+class PlanInputError(ValueError):
+    """Host facts the planner cannot use; the message says what was run and what to change."""
+
+
+@dataclass
+class SglangInstall:
+    version: str
+    path: str
+    declared_accounting: str | None = None  # sglang.__sglbench_accounting__ (sim stand-in only)
+    markers: dict[str, str] = field(default_factory=dict)  # marker -> first file (relative) holding it
+    accounting: str | None = None
+    accounting_source: str | None = None  # option | sglbench_marker | source | version
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def probe_argv(python: str) -> list[str]:
+    """The command that reports the installed SGLang (run with the unit's environment)."""
+    return [python, "-c", PROBE_CODE]
+
+
+def parse_probe(stdout: str) -> SglangInstall:
+    """Read the probe's last non-empty line: ``version dir [marker]``."""
+    lines = [ln.strip() for ln in stdout.splitlines() if ln.strip()]
+    if not lines:
+        raise PlanInputError("the SGLang probe printed nothing (expected '<version> <package dir>')")
+    parts = lines[-1].split()
+    if len(parts) < 2:
+        raise PlanInputError(
+            f"cannot read the SGLang probe output {lines[-1]!r} (expected '<version> <dir>')"
+        )
+    declared = parts[2] if len(parts) > 2 and parts[2] != "-" else None
+    return SglangInstall(version=parts[0], path=parts[1], declared_accounting=declared)
+
+
+def find_markers(root: str, markers: Sequence[str] = SOURCE_MARKERS) -> dict[str, str]:
+    """Which accounting markers occur in the ``.py`` files under ``root/srt`` (marker -> relative file).
+
+    Unreadable files are skipped; a missing ``srt`` directory gives ``{}`` (e.g. the sim stand-in).
+    """
+    srt = os.path.join(root, "srt")
+    found: dict[str, str] = {}
+    if not os.path.isdir(srt):
+        return found
+    for dirpath, dirnames, filenames in os.walk(srt):
+        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+        for name in sorted(filenames):
+            if not name.endswith(".py"):
+                continue
+            full = os.path.join(dirpath, name)
+            try:
+                with open(full, encoding="utf-8", errors="replace") as fh:
+                    text = fh.read()
+            except OSError:
+                continue
+            for marker in markers:
+                if marker not in found and marker in text:
+                    found[marker] = os.path.relpath(full, root)
+            if len(found) == len(markers):
+                return found
+    return found
+
+
+def resolve_accounting(install: SglangInstall, option: str | None = None) -> SglangInstall:
+    """Fill ``install.accounting``/``accounting_source``: option > sglbench marker > source > version.
+
+    Raises ``capacity.PlanError`` for a malformed variant or an unreadable version.
+    """
+    if option:
+        install.accounting, install.accounting_source = capacity.resolve_accounting(option), "option"
+    elif install.declared_accounting:
+        install.accounting = capacity.resolve_accounting(install.declared_accounting)
+        install.accounting_source = "sglbench_marker"
+    elif (from_source := capacity.accounting_from_source(list(install.markers))) is not None:
+        install.accounting, install.accounting_source = from_source, "source"
+    else:
+        install.accounting = capacity.accounting_for_version(install.version)
+        install.accounting_source = "version"
+    return install
+
+
+@dataclass
+class GpuMemory:
+    indices: list[int]
+    total_mib: dict[int, int]
+    free_mib: dict[int, int]
+    used_mib: dict[int, int]
+
+    @property
+    def min_total_mib(self) -> int:
+        return min(self.total_mib[i] for i in self.indices)
+
+    @property
+    def min_free_mib(self) -> int:
+        return min(self.free_mib[i] for i in self.indices)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "gpus": self.indices,
+            "total_mib": [self.total_mib[i] for i in self.indices],
+            "used_mib": [self.used_mib[i] for i in self.indices],
+            "free_mib": [self.free_mib[i] for i in self.indices],
+        }
+
+
+def smi_argv(nvidia_smi_path: str = "nvidia-smi") -> list[str]:
+    return [nvidia_smi_path, "--query-gpu=" + ",".join(SMI_FIELDS), "--format=csv,noheader,nounits"]
+
+
+def gpu_memory(text: str, wanted: Iterable[int]) -> GpuMemory:
+    """Memory of the ``wanted`` GPUs from ``nvidia-smi --query-gpu=index,memory.total,memory.used,
+    memory.free --format=csv,noheader,nounits``. A free figure of ``[N/A]`` is total - used."""
+    try:
+        rows = nvidia_smi.parse_csv(text, SMI_FIELDS)
+    except nvidia_smi.NvidiaSmiError as exc:
+        raise PlanInputError(str(exc)) from None
+    total: dict[int, int] = {}
+    used: dict[int, int] = {}
+    free: dict[int, int] = {}
+    for row in rows:
+        try:
+            idx = int(row["index"])
+            total[idx] = int(float(row["memory.total"]))
+        except ValueError:
+            raise PlanInputError(f"nvidia-smi row without a GPU index/total: {row}") from None
+        used[idx] = _mib(row["memory.used"], 0)
+        free[idx] = _mib(row["memory.free"], total[idx] - used[idx])
+    indices = [int(i) for i in wanted]
+    if not indices:
+        raise PlanInputError("no GPUs given for this config (gpus: [])")
+    missing = [i for i in indices if i not in total]
+    if missing:
+        raise PlanInputError(
+            f"GPU(s) {missing} not reported by nvidia-smi (it lists {sorted(total)}); "
+            "check the config's GPUs (CUDA_VISIBLE_DEVICES) against the host"
+        )
+    return GpuMemory(indices, total, free, used)
+
+
+def _mib(value: str, default: int) -> int:
+    try:
+        return int(float(value))
+    except ValueError:
+        return default
+
+
+def context_overhead_gib(tp_size: int) -> float:
+    """Memory a rank's CUDA context/NCCL take before SGLang measures its free memory (planner's constant)."""
+    return gpus.DEFAULT_CONTEXT_OVERHEAD_GIB + (gpus.TP_OVERHEAD_GIB if tp_size > 1 else 0.0)
+
+
+def free_gib_at_start(mem: GpuMemory, tp_size: int, overhead_gib: float | None = None) -> float:
+    """Free memory per rank when SGLang starts: the smallest free figure minus the context overhead."""
+    overhead = context_overhead_gib(tp_size) if overhead_gib is None else float(overhead_gib)
+    return mem.min_free_mib / 1024.0 - overhead
+
+
+__all__ = [
+    "PROBE_CODE",
+    "SMI_FIELDS",
+    "SOURCE_MARKERS",
+    "GpuMemory",
+    "PlanInputError",
+    "SglangInstall",
+    "context_overhead_gib",
+    "find_markers",
+    "free_gib_at_start",
+    "gpu_memory",
+    "parse_probe",
+    "probe_argv",
+    "resolve_accounting",
+    "smi_argv",
+]

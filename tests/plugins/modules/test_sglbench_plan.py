@@ -1,0 +1,236 @@
+"""sglbench_plan module: main() with patched module args, nvidia-smi and SGLang probe; exits caught."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[3]
+MODELS = REPO / "tests" / "fixtures" / "models"
+
+# Make plugins/module_utils importable as ansible.module_utils.sglbench_* and the module importable.
+import ansible.module_utils  # noqa: E402
+
+if str(REPO / "plugins" / "module_utils") not in ansible.module_utils.__path__:
+    ansible.module_utils.__path__.append(str(REPO / "plugins" / "module_utils"))
+if str(REPO / "plugins" / "modules") not in sys.path:
+    sys.path.insert(0, str(REPO / "plugins" / "modules"))
+
+import sglbench_plan  # noqa: E402
+from ansible.module_utils import basic  # noqa: E402
+from ansible.module_utils.common.text.converters import to_bytes  # noqa: E402
+
+MISSION_ARGV = [
+    "/usr/bin/python3", "-m", "sglang.launch_server",
+    "--model-path", str(MODELS / "qwen3.6-27b"),
+    "--tp-size", "1", "--host", "127.0.0.1", "--port", "30002",
+    "--speculative-algorithm", "DFLASH",
+    "--speculative-draft-model-path", str(MODELS / "qwen3.6-27b-dflash"),
+    "--mem-fraction-static", "0.75",
+    "--max-running-requests", "8",
+    "--context-length", "32768",
+    "--speculative-dflash-block-size", "16",
+    "--mamba-scheduler-strategy", "extra_buffer",
+]  # fmt: skip
+IDLE_SMI = "".join(f"{i}, 97887, 0, 97887\n" for i in range(8))
+
+
+class Exit(Exception):
+    def __init__(self, kind: str, result: dict[str, Any]) -> None:
+        super().__init__(kind)
+        self.kind = kind
+        self.result = result
+
+
+class FakeHost:
+    """Stands in for run_command: the SGLang probe and nvidia-smi."""
+
+    def __init__(
+        self, probe: str = "0.0.0+sglbench.sim /usr/lib/python3/dist-packages/sglang -", smi: str = IDLE_SMI
+    ):
+        self.probe = probe
+        self.smi = smi
+        self.probe_rc = 0
+        self.smi_rc = 0
+        self.calls: list[tuple[list[str], dict[str, str] | None]] = []
+
+    def __call__(self, module: Any, args: list[str], environ_update: dict[str, str] | None = None, **_: Any):
+        self.calls.append((list(args), environ_update))
+        if args[1:2] == ["-c"]:
+            return (
+                self.probe_rc,
+                self.probe + "\n",
+                "ModuleNotFoundError: No module named 'sglang'" if self.probe_rc else "",
+            )
+        return self.smi_rc, self.smi, "NVIDIA-SMI has failed" if self.smi_rc else ""
+
+
+@pytest.fixture
+def host(monkeypatch: pytest.MonkeyPatch) -> FakeHost:
+    fake = FakeHost()
+
+    def run_command(self: Any, args: list[str], **kwargs: Any) -> tuple[int, str, str]:
+        return fake(self, args, **kwargs)
+
+    monkeypatch.setattr(basic.AnsibleModule, "run_command", run_command)
+
+    def exit_json(self: Any, **kwargs: Any) -> None:
+        raise Exit("exit", kwargs)
+
+    def fail_json(self: Any, **kwargs: Any) -> None:
+        raise Exit("fail", kwargs)
+
+    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
+    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
+    return fake
+
+
+def run_module(monkeypatch: pytest.MonkeyPatch, args: dict[str, Any], check_mode: bool = False) -> Exit:
+    payload = {"ANSIBLE_MODULE_ARGS": {**args, "_ansible_check_mode": check_mode}}
+    monkeypatch.setattr(basic, "_ANSIBLE_ARGS", to_bytes(json.dumps(payload)))
+    monkeypatch.setattr(basic, "_ANSIBLE_PROFILE", "legacy", raising=False)
+    with pytest.raises(Exit) as caught:
+        sglbench_plan.main()
+    return caught.value
+
+
+def test_default_policy_skips_the_missions_failing_config(
+    monkeypatch: pytest.MonkeyPatch, host: FakeHost
+) -> None:
+    out = run_module(monkeypatch, {"argv": MISSION_ARGV, "gpus": [0]})
+    assert out.kind == "exit", out.result
+    r = out.result
+    assert r["changed"] is False and r["action"] == "skip" and r["policy"] == "skip"
+    assert r["plan"]["failure"]["kind"] == "zero_requests"
+    assert r["plan"]["mamba_slots"] == 4 and r["plan"]["max_running_requests"] == 0
+    assert r["plan"]["recommendations"] and "recommendations:" in r["reason"]
+    assert r["argv"] == MISSION_ARGV and r["tuned"] is False and r["autotune"] is None
+    # inputs from the host: the probe with the unit's python, nvidia-smi of GPU 0 minus the context overhead
+    assert (
+        r["inputs"]["sglang"]["accounting"] == "A" and r["inputs"]["sglang"]["accounting_source"] == "version"
+    )
+    assert r["inputs"]["gpu_mem_gib"] == pytest.approx(95.5928, abs=1e-3)
+    assert r["inputs"]["free_gib"] == pytest.approx(94.2428, abs=1e-3)
+    assert host.calls[0][0][:2] == ["/usr/bin/python3", "-c"]
+    assert host.calls[1][0][1] == "--query-gpu=index,memory.total,memory.used,memory.free"
+
+
+def test_autotune_returns_the_tuned_command_line(monkeypatch: pytest.MonkeyPatch, host: FakeHost) -> None:
+    out = run_module(
+        monkeypatch,
+        {
+            "argv": MISSION_ARGV,
+            "gpus": [0],
+            "policy": "autotune",
+            "autotune_bounds": {"max_running_requests": {"min": 8}},
+        },
+    )
+    r = out.result
+    assert r["action"] == "start" and r["tuned"] is True
+    assert r["plan"]["fits"] and r["plan"]["max_running_requests"] >= 8
+    assert r["autotune"]["applied"] and r["autotune"]["original"]["failure"]["kind"] == "zero_requests"
+    changed = r["autotune"]["flags"]
+    assert changed and all(f in r["argv"] for f in changed)
+    assert r["argv"][:3] == MISSION_ARGV[:3] and r["argv"] != MISSION_ARGV
+    assert r["reason"].startswith("autotuned:")
+
+
+def test_autotune_with_nothing_allowed_skips(monkeypatch: pytest.MonkeyPatch, host: FakeHost) -> None:
+    out = run_module(
+        monkeypatch, {"argv": MISSION_ARGV, "gpus": [0], "policy": "autotune", "autotune_flags": []}
+    )
+    r = out.result
+    assert r["action"] == "skip" and r["tuned"] is False
+    assert r["autotune"]["applied"] is False and r["autotune"]["rejected"]
+    assert "autotune found no recommendation" in r["reason"]
+
+
+def test_force_starts_and_records_the_prediction(monkeypatch: pytest.MonkeyPatch, host: FakeHost) -> None:
+    r = run_module(monkeypatch, {"argv": MISSION_ARGV, "gpus": [0], "policy": "force"}).result
+    assert r["action"] == "start" and r["argv"] == MISSION_ARGV and r["plan"]["fits"] is False
+    assert r["reason"].startswith("forced despite predicted zero_requests")
+
+
+def test_a_working_config_starts_and_check_mode_gives_the_same(
+    monkeypatch: pytest.MonkeyPatch, host: FakeHost
+) -> None:
+    argv = [w if w != "8" else "4" for w in MISSION_ARGV]
+    normal = run_module(monkeypatch, {"argv": argv, "gpus": [0]}).result
+    checked = run_module(monkeypatch, {"argv": argv, "gpus": [0]}, check_mode=True).result
+    assert normal["action"] == "start" and normal["reason"] is None and normal["plan"]["fits"]
+    assert checked["plan"] == normal["plan"] and checked["changed"] is False
+
+
+def test_sim_marker_and_unit_environment_pick_the_variant(
+    monkeypatch: pytest.MonkeyPatch, host: FakeHost
+) -> None:
+    host.probe = "0.0.0+sglbench.sim /usr/lib/python3/dist-packages/sglang B"
+    r = run_module(
+        monkeypatch, {"argv": MISSION_ARGV, "gpus": [0], "environment": {"SGLBENCH_SIM_ACCOUNTING": "B"}}
+    ).result
+    assert r["inputs"]["sglang"]["accounting"] == "B" and r["plan"]["accounting"] == "B"
+    assert r["inputs"]["sglang"]["accounting_source"] == "sglbench_marker"
+    assert host.calls[0][1] == {"SGLBENCH_SIM_ACCOUNTING": "B"}
+
+
+def test_busy_gpu_lowers_the_free_memory(monkeypatch: pytest.MonkeyPatch, host: FakeHost) -> None:
+    host.smi = "0, 97887, 0, 97887\n1, 97887, 10240, 87647\n"
+    argv = [*MISSION_ARGV]
+    argv[argv.index("--tp-size") + 1] = "2"
+    r = run_module(monkeypatch, {"argv": argv, "gpus": [0, 1], "accounting": "A"}).result
+    assert r["inputs"]["free_mib"] == [97887, 87647]
+    assert r["inputs"]["free_gib"] == pytest.approx(87647 / 1024 - 1.85, abs=1e-3)
+    assert r["inputs"]["sglang"]["accounting_source"] == "option"
+
+
+@pytest.mark.parametrize(
+    ("change", "fragment"),
+    [
+        ({"gpus": [0, 1]}, "gpus: 2 GPU(s) [0, 1] given for --tp-size 1"),
+        ({"argv": ["/usr/bin/python3", "-m", "sglang.launch_server"]}, "no launch_server flags"),
+        ({"argv": [*MISSION_ARGV, "--no-such-flag"]}, "--no-such-flag"),
+        ({"argv": ["python3", "--model-path", "/nonexistent/model"]}, "no config.json at /nonexistent/model"),
+        ({"gpus": [9]}, "GPU(s) [9] not reported by nvidia-smi"),
+        (
+            {"policy": "autotune", "autotune_bounds": {"max_running_requests": 4}},
+            "autotune_bounds.max_running_requests",
+        ),
+    ],
+)
+def test_bad_input_fails_with_context(
+    monkeypatch: pytest.MonkeyPatch, host: FakeHost, change: dict[str, Any], fragment: str
+) -> None:
+    out = run_module(monkeypatch, {"argv": MISSION_ARGV, "gpus": [0], **change})
+    assert out.kind == "fail", out.result
+    assert fragment in out.result["msg"] and out.result["msg"].startswith("cannot plan this config")
+
+
+def test_missing_sglang_and_nvidia_smi_say_what_to_change(
+    monkeypatch: pytest.MonkeyPatch, host: FakeHost
+) -> None:
+    host.probe_rc = 1
+    out = run_module(monkeypatch, {"argv": MISSION_ARGV, "gpus": [0]})
+    assert out.kind == "fail" and "cannot import sglang with /usr/bin/python3" in out.result["msg"]
+    assert "sglbench_sglang_python" in out.result["msg"]
+    host.probe_rc, host.smi_rc = 0, 9
+    out = run_module(monkeypatch, {"argv": MISSION_ARGV, "gpus": [0]})
+    assert (
+        out.kind == "fail"
+        and "exited 9" in out.result["msg"]
+        and "gpu_mem_gib and free_gib" in out.result["msg"]
+    )
+    # explicit memory figures plan without nvidia-smi
+    out = run_module(
+        monkeypatch, {"argv": MISSION_ARGV, "gpus": [0], "gpu_mem_gib": 95.59, "free_gib": 94.24}
+    )
+    assert out.kind == "exit" and out.result["plan"]["pre_gib"] == 94.24
+
+
+def test_force_without_a_plan_still_starts(monkeypatch: pytest.MonkeyPatch, host: FakeHost) -> None:
+    host.probe_rc = 1
+    r = run_module(monkeypatch, {"argv": MISSION_ARGV, "gpus": [0], "policy": "force"}).result
+    assert r["action"] == "start" and r["plan"] is None and "cannot import sglang" in r["error"]
