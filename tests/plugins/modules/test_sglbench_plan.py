@@ -12,11 +12,21 @@ import pytest
 REPO = Path(__file__).resolve().parents[3]
 MODELS = REPO / "tests" / "fixtures" / "models"
 
-# Make plugins/module_utils importable as ansible.module_utils.sglbench_* and the module importable.
+# The module imports ansible.module_utils.sglbench_<name>: alias those to the already imported
+# sglbench.hostlib.<name> modules (one copy of every class, so the rest of the suite is unaffected,
+# unlike extending ansible.module_utils.__path__, which would load a second copy of each).
+import importlib  # noqa: E402
+
 import ansible.module_utils  # noqa: E402
 
-if str(REPO / "plugins" / "module_utils") not in ansible.module_utils.__path__:
-    ansible.module_utils.__path__.append(str(REPO / "plugins" / "module_utils"))
+_USED = ("capacity", "checkpoint", "geometry", "gpus", "nvidia_smi", "plan_inputs", "plan_policy")
+_USED += ("sglang_args",)
+for _name in _USED:
+    assert (REPO / "plugins" / "module_utils" / f"sglbench_{_name}.py").is_symlink(), _name
+    _mod = importlib.import_module(f"sglbench.hostlib.{_name}")
+    sys.modules.setdefault(f"ansible.module_utils.sglbench_{_name}", _mod)
+    if not hasattr(ansible.module_utils, f"sglbench_{_name}"):
+        setattr(ansible.module_utils, f"sglbench_{_name}", _mod)
 if str(REPO / "plugins" / "modules") not in sys.path:
     sys.path.insert(0, str(REPO / "plugins" / "modules"))
 
