@@ -1,0 +1,341 @@
+"""Campaign results as tidy pandas DataFrames (the public API for notebooks).
+
+    >>> from sglbench import results
+    >>> res = results.load("results/20261129T101500Z")          # or a list of run dirs
+    >>> res.points.groupby(["tp", "config", "concurrency"]).output_throughput_tok_s.mean()
+
+``load`` accepts a run directory (``<results>/<run_id>``, holding ``<host>/<instance>/record.json``),
+a results root holding several runs, or a list of either; several hosts and runs merge into one set of
+frames. Frames (one row per ...):
+
+- ``runs``: run (run_id, run_dir, hosts, attempts, simulated, started_at, ended_at).
+- ``attempts``: config attempt (host, instance, config, algorithm, tp, outcome ok/skipped/failed, cause,
+  KV tokens and max running requests predicted vs observed, time to ready, simulated flag, ...).
+- ``points``: benchmark point and repeat (attempt keys + prompt_set, concurrency, repeat, throughput and
+  latency percentiles, acceptance length, valid).
+- ``requests``: measured request, when the attempt kept ``requests.jsonl``/``requests.parquet``
+  (attempt keys + prompt_set, concurrency, repeat, category, tokens, ttft_ms, e2e_ms, accept_length, ok).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from sglbench.records import AttemptRecord, RecordError, find_record_files, load_record
+
+ATTEMPT_KEYS = ["run_id", "host", "instance", "config", "algorithm", "tp", "model_path", "simulated"]
+POINT_KEYS = [*ATTEMPT_KEYS, "prompt_set", "point", "concurrency", "request_rate", "repeat"]
+LATENCY_METRICS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
+STATS = ("p50", "p90", "p99", "mean")
+# Per-request fields kept in the requests frame (raw chunk timing arrays are reduced to ttft/e2e).
+REQUEST_FIELDS = (
+    "idx",
+    "prompt_id",
+    "category",
+    "prompt_tokens",
+    "completion_tokens",
+    "spec_verify_ct",
+    "spec_accept_length",
+    "finish_reason",
+    "error",
+)
+
+
+class ResultsError(ValueError):
+    """The given path holds no results or cannot be read; the message says what was expected."""
+
+
+@dataclass
+class Results:
+    """Tidy frames of one or more runs; see the module docstring for the columns."""
+
+    runs: pd.DataFrame
+    attempts: pd.DataFrame
+    points: pd.DataFrame
+    requests: pd.DataFrame
+    records: list[AttemptRecord]
+
+    @property
+    def simulated(self) -> bool:
+        return bool(len(self.attempts)) and bool(self.attempts["simulated"].any())
+
+
+# -- discovery ------------------------------------------------------------------------------------
+def find_run_dirs(path: Path | str) -> list[Path]:
+    """The run directories under ``path``: ``path`` itself when it is one, else its children that are."""
+    p = Path(path)
+    if not p.exists():
+        raise ResultsError(f"{p}: no such directory (give a run dir such as results/<run_id>)")
+    if not p.is_dir():
+        raise ResultsError(f"{p}: not a directory (give a run dir such as results/<run_id>)")
+    if find_record_files(p):
+        return [p]
+    runs = [c for c in sorted(p.iterdir()) if c.is_dir() and not c.name.startswith((".", "_"))]
+    runs = [c for c in runs if find_record_files(c)]
+    if not runs:
+        raise ResultsError(
+            f"{p}: no record.json found at <run_dir>/<host>/<instance>/record.json or one level deeper; "
+            "is this the results directory of a run that reached its first config?"
+        )
+    return runs
+
+
+# -- frames ---------------------------------------------------------------------------------------
+def _attempt_keys(rec: AttemptRecord) -> dict[str, Any]:
+    return {
+        "run_id": rec.run_id,
+        "host": rec.host,
+        "instance": rec.instance,
+        "config": rec.config.name,
+        "algorithm": rec.config.algorithm,
+        "tp": rec.tp,
+        "model_path": rec.config.model_path,
+        "simulated": rec.simulated,
+    }
+
+
+def _recommendations(rec: AttemptRecord) -> list[dict[str, Any]]:
+    recs = (rec.plan or {}).get("recommendations") or []
+    return [r for r in recs if isinstance(r, dict)]
+
+
+def attempt_row(rec: AttemptRecord) -> dict[str, Any]:
+    f = rec.failure
+    plan = rec.plan or {}
+    failure_plan = plan.get("failure") if isinstance(plan.get("failure"), dict) else None
+    row = _attempt_keys(rec)
+    row.update(
+        draft_model_path=rec.config.draft_model_path,
+        outcome=rec.outcome,
+        cause=f.cause if f else None,
+        failure_phase=f.phase if f else None,
+        failure_message=f.message if f else None,
+        failure_lines=list(f.lines) if f else [],
+        kv_tokens_predicted=rec.kv_tokens_predicted,
+        kv_tokens_observed=rec.kv_tokens_observed,
+        max_running_requests_predicted=rec.max_running_requests_predicted,
+        max_running_requests_observed=rec.max_running_requests_observed,
+        plan_fits=plan.get("fits") if plan else None,
+        plan_failure=(failure_plan or {}).get("kind"),
+        recommendations=_recommendations(rec),
+        time_to_ready_s=rec.timings.time_to_ready_s,
+        started_at=rec.timings.started_at,
+        ended_at=rec.timings.ended_at,
+        total_s=rec.timings.total_s,
+        prompt_sets=",".join(b.prompt_set for b in rec.benchmarks),
+        n_points=sum(len(b.points) for b in rec.benchmarks),
+        record_path=str(rec.path),
+    )
+    return row
+
+
+def point_rows(rec: AttemptRecord) -> list[dict[str, Any]]:
+    rows = []
+    keys = _attempt_keys(rec)
+    for b in rec.benchmarks:
+        for p in b.points:
+            row = dict(keys)
+            row["simulated"] = keys["simulated"] or b.simulated
+            row.update(
+                prompt_set=b.prompt_set,
+                point=p.point,
+                concurrency=p.concurrency,
+                request_rate=p.request_rate,
+                repeat=p.repeat,
+                seed=p.seed,
+                output_throughput_tok_s=p.output_throughput_tok_s,
+                request_throughput=p.request_throughput,
+                duration_s=p.duration_s,
+                total_output_tokens=p.total_output_tokens,
+                n_ok=p.n_ok,
+                n_err=p.n_err,
+                accept_length_mean=p.accept_length_mean,
+                valid=p.valid,
+                invalid_reasons="; ".join(p.invalid_reasons),
+            )
+            for metric in LATENCY_METRICS:
+                dist = getattr(p, metric)
+                for stat in STATS:
+                    row[f"{metric}_{stat}"] = getattr(dist, stat)
+            rows.append(row)
+    return rows
+
+
+def _read_request_rows(path: Path) -> list[dict[str, Any]]:
+    if path.suffix == ".parquet":
+        return pd.read_parquet(path).to_dict("records")  # type: ignore[no-any-return]
+    rows = []
+    with path.open(encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise RecordError(path, f"line {n}", f"is not valid JSON ({exc.msg})") from None
+    return rows
+
+
+def _first_token_time(chunk_t: Any, chunk_tokens: Any) -> float | None:
+    if chunk_t is None or chunk_tokens is None:
+        return None
+    prev = 0
+    for t, cum in zip(list(chunk_t), list(chunk_tokens), strict=False):
+        if cum is not None and cum > prev:
+            return float(t)
+        prev = cum if cum is not None else prev
+    return None
+
+
+def request_rows(rec: AttemptRecord) -> list[dict[str, Any]]:
+    """Measured (non-warmup) requests of one attempt, reduced to scalar columns."""
+    path = rec.requests_file()
+    if path is None:
+        return []
+    keys = _attempt_keys(rec)
+    prompt_set = rec.benchmarks[0].prompt_set if len(rec.benchmarks) == 1 else None
+    out = []
+    for raw in _read_request_rows(path):
+        if raw.get("warmup"):
+            continue
+        row = dict(keys)
+        row["prompt_set"] = raw.get("prompt_set") or prompt_set or "default"
+        row["point"] = raw.get("point")
+        row["concurrency"] = raw.get("concurrency")
+        row["repeat"] = raw.get("repeat", 0)
+        for k in REQUEST_FIELDS:
+            row[k] = raw.get(k)
+        sent, end = raw.get("sent_s"), raw.get("end_s")
+        first = _first_token_time(raw.get("chunk_t"), raw.get("chunk_tokens"))
+        row["ok"] = raw.get("error") is None and end is not None
+        row["ttft_ms"] = (first - sent) * 1000.0 if first is not None and sent is not None else None
+        row["e2e_ms"] = (end - sent) * 1000.0 if end is not None and sent is not None else None
+        verify, completion = raw.get("spec_verify_ct"), raw.get("completion_tokens")
+        row["accept_length"] = completion / verify if verify and completion else None
+        out.append(row)
+    return out
+
+
+def _frame(rows: list[dict[str, Any]], columns: list[str]) -> pd.DataFrame:
+    if not rows:
+        return pd.DataFrame(columns=columns)
+    return pd.DataFrame(rows)
+
+
+ATTEMPT_COLUMNS = [
+    *ATTEMPT_KEYS,
+    "draft_model_path",
+    "outcome",
+    "cause",
+    "failure_phase",
+    "failure_message",
+    "failure_lines",
+    "kv_tokens_predicted",
+    "kv_tokens_observed",
+    "max_running_requests_predicted",
+    "max_running_requests_observed",
+    "plan_fits",
+    "plan_failure",
+    "recommendations",
+    "time_to_ready_s",
+    "started_at",
+    "ended_at",
+    "total_s",
+    "prompt_sets",
+    "n_points",
+    "record_path",
+]
+POINT_COLUMNS = [
+    *POINT_KEYS,
+    "seed",
+    "output_throughput_tok_s",
+    "request_throughput",
+    "duration_s",
+    "total_output_tokens",
+    "n_ok",
+    "n_err",
+    "accept_length_mean",
+    "valid",
+    "invalid_reasons",
+    *[f"{m}_{s}" for m in LATENCY_METRICS for s in STATS],
+]
+REQUEST_COLUMNS = [
+    *ATTEMPT_KEYS,
+    "prompt_set",
+    "point",
+    "concurrency",
+    "repeat",
+    *REQUEST_FIELDS,
+    "ok",
+    "ttft_ms",
+    "e2e_ms",
+    "accept_length",
+]
+
+
+def from_records(records: list[AttemptRecord], run_dirs: list[Path] | None = None) -> Results:
+    """Build the frames from already-parsed records (used by tests and by :func:`load`)."""
+    attempts = _frame([attempt_row(r) for r in records], ATTEMPT_COLUMNS)
+    points = _frame([row for r in records for row in point_rows(r)], POINT_COLUMNS)
+    requests = _frame([row for r in records for row in request_rows(r)], REQUEST_COLUMNS)
+    run_rows = []
+    dirs = {r.run_id: str(r.path.parent.parent.parent) for r in records}
+    for run_id in sorted({r.run_id for r in records}):
+        rs = [r for r in records if r.run_id == run_id]
+        starts = [r.timings.started_at for r in rs if r.timings.started_at is not None]
+        ends = [r.timings.ended_at for r in rs if r.timings.ended_at is not None]
+        run_rows.append(
+            {
+                "run_id": run_id,
+                "run_dir": dirs[run_id],
+                "hosts": ",".join(sorted({r.host for r in rs})),
+                "attempts": len(rs),
+                "ok": sum(r.outcome == "ok" for r in rs),
+                "skipped": sum(r.outcome == "skipped" for r in rs),
+                "failed": sum(r.outcome == "failed" for r in rs),
+                "simulated": any(r.simulated for r in rs),
+                "started_at": min(starts) if starts else None,
+                "ended_at": max(ends) if ends else None,
+            }
+        )
+    runs = _frame(
+        run_rows,
+        [
+            "run_id",
+            "run_dir",
+            "hosts",
+            "attempts",
+            "ok",
+            "skipped",
+            "failed",
+            "simulated",
+            "started_at",
+            "ended_at",
+        ],
+    )
+    return Results(runs=runs, attempts=attempts, points=points, requests=requests, records=records)
+
+
+def load(paths: Path | str | Iterable[Path | str]) -> Results:
+    """Load one run dir, a results root, or a list of either into :class:`Results`.
+
+    Raises :class:`ResultsError` when a path holds no records and :class:`~sglbench.records.RecordError`
+    (naming the file and field) when a record does not match the contract.
+    """
+    items = [paths] if isinstance(paths, (str, Path)) else list(paths)
+    if not items:
+        raise ResultsError("no run directory given")
+    run_dirs: list[Path] = []
+    for item in items:
+        for d in find_run_dirs(item):
+            if d.resolve() not in [r.resolve() for r in run_dirs]:
+                run_dirs.append(d)
+    records = [load_record(f) for d in run_dirs for f in find_record_files(d)]
+    return from_records(records, run_dirs)

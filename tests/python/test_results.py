@@ -1,0 +1,157 @@
+"""sglbench.results.load and the record contract (sglbench.records) on constructed records."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import recordfactory as rf
+
+from sglbench import results
+from sglbench.records import RecordError, load_record
+
+
+def _campaign(root: Path) -> Path:
+    rf.write(
+        root,
+        rf.record(
+            config="ar",
+            benchmark=rf.bench([rf.point(1, 0, 100.0), rf.point(1, 1, 110.0)]),
+            plan_=rf.plan(kv=120_000, mrr=8),
+        ),
+    )
+    rf.write(
+        root,
+        rf.record(
+            config="dflash",
+            algorithm="DFLASH",
+            benchmark=rf.bench([rf.point(1, 0, 200.0, accept=3.5)]),
+            plan_=rf.plan(kv=90_000, mrr=4),
+            kv_observed=91_000,
+            mrr_observed=4,
+        ),
+        requests=[rf.request(1, 0, i, 64, verify=16, category="math") for i in range(3)],
+    )
+    rf.write(
+        root,
+        rf.record(
+            config="mrr8",
+            algorithm="DFLASH",
+            outcome="skipped",
+            kv_observed=None,
+            plan_=rf.plan(fits=False, mrr=0),
+            failure={"phase": "plan", "cause": "planned_failure", "message": "0 request slots", "lines": []},
+        ),
+    )
+    rf.write(root, rf.record(host="gpu2", config="ar", benchmark=rf.bench([rf.point(1, 0, 90.0)])))
+    return root / "run1"
+
+
+def test_load_builds_tidy_frames(tmp_path: Path) -> None:
+    res = results.load(_campaign(tmp_path))
+    assert len(res.runs) == 1
+    assert res.runs.iloc[0]["attempts"] == 4 and res.runs.iloc[0]["skipped"] == 1
+    a = res.attempts.set_index(["host", "instance"])
+    assert set(res.attempts["outcome"]) == {"ok", "skipped"}
+    assert a.loc[("gpu1", "dflash-tp1"), "kv_tokens_predicted"] == 90_000
+    assert a.loc[("gpu1", "dflash-tp1"), "kv_tokens_observed"] == 91_000
+    assert a.loc[("gpu1", "dflash-tp1"), "max_running_requests_observed"] == 4
+    assert a.loc[("gpu1", "mrr8-tp1"), "cause"] == "planned_failure"
+    assert a.loc[("gpu1", "mrr8-tp1"), "max_running_requests_predicted"] == 0
+    assert a.loc[("gpu1", "ar-tp1"), "time_to_ready_s"] == 12.5
+    assert res.simulated
+    # one row per point and repeat, attempt keys carried along
+    assert len(res.points) == 4
+    row = res.points[(res.points.config == "dflash")].iloc[0]
+    assert (row["prompt_set"], row["concurrency"], row["repeat"], row["accept_length_mean"]) == (
+        "chat",
+        1,
+        0,
+        3.5,
+    )
+    assert row.ttft_ms_p50 == 50.0 and row.itl_ms_p99 == 20.0
+    # per-request rows only where kept; derived ttft/e2e/acceptance
+    assert len(res.requests) == 3
+    req = res.requests.iloc[0]
+    assert req.category == "math" and req.accept_length == 4.0
+    assert req.ttft_ms == pytest.approx(100.0) and req.e2e_ms == pytest.approx(1000.0)
+
+
+def test_load_accepts_results_root_and_lists(tmp_path: Path) -> None:
+    _campaign(tmp_path)
+    rf.write(tmp_path, rf.record(run_id="run2", config="ar", benchmark=rf.bench([rf.point(1, 0, 1.0)])))
+    assert set(results.load(tmp_path).runs["run_id"]) == {"run1", "run2"}
+    both = results.load([tmp_path / "run1", tmp_path / "run2", tmp_path / "run1"])
+    assert len(both.attempts) == 5
+
+
+def test_moved_aside_attempts_and_runner_dirs_are_ignored(tmp_path: Path) -> None:
+    run = _campaign(tmp_path)
+    old = run / "gpu1" / ".superseded-ar-tp1"
+    old.mkdir()
+    (old / "record.json").write_text("{broken")
+    (run / "_runner").mkdir()
+    assert len(results.load(run).attempts) == 4
+
+
+def test_missing_optional_parts_are_tolerated(tmp_path: Path) -> None:
+    rec = rf.record()
+    for key in ("plan", "observed", "benchmark", "timings", "journal", "unit", "argv", "failure"):
+        rec.pop(key)
+    rf.write(tmp_path, rec)
+    res = results.load(tmp_path / "run1")
+    a = res.attempts.iloc[0]
+    assert a.kv_tokens_predicted is None and a.kv_tokens_observed is None and a.time_to_ready_s is None
+    assert len(res.points) == 0 and len(res.requests) == 0
+
+
+def test_summary_json_beside_the_record_is_used_when_the_field_is_null(tmp_path: Path) -> None:
+    path = rf.write(tmp_path, rf.record(benchmark=None))
+    (path.parent / "summary.json").write_text(json.dumps(rf.bench([rf.point(4, 0, 10.0)], prompts="code")))
+    res = results.load(tmp_path / "run1")
+    assert list(res.points["prompt_set"]) == ["code"] and list(res.points["concurrency"]) == [4]
+
+
+@pytest.mark.parametrize(
+    ("mutate", "field", "words"),
+    [
+        (lambda r: r.update(schema="sglbench.attempt/9"), "schema", "expected sglbench.attempt/1"),
+        (lambda r: r.pop("host"), "host", "is missing"),
+        (lambda r: r.update(outcome="maybe"), "outcome", "expected one of ok, skipped, failed"),
+        (lambda r: r.update(tp="four"), "tp", "expected an integer"),
+        (lambda r: r["config"].pop("name"), "config.name", "is missing"),
+        (lambda r: r.update(benchmark={"points": [{"n_ok": "x"}]}), "benchmark.points[0].n_ok", "integer"),
+        (
+            lambda r: r.update(benchmark={"points": [{"n_ok": 1, "ttft_ms": 5}]}),
+            "benchmark.points[0].ttft_ms",
+            "expected a JSON object",
+        ),
+    ],
+)
+def test_bad_records_name_file_and_field(tmp_path: Path, mutate, field: str, words: str) -> None:
+    rec = rf.record(benchmark=rf.bench([rf.point(1, 0, 1.0)]))
+    mutate(rec)
+    d = tmp_path / "run1" / "gpu1" / "ar-tp1"
+    d.mkdir(parents=True)
+    path = d / "record.json"
+    path.write_text(json.dumps(rec))
+    with pytest.raises(RecordError) as err:
+        load_record(path)
+    assert err.value.field == field
+    assert str(path) in str(err.value) and words in str(err.value)
+
+
+def test_truncated_json_says_what_to_do(tmp_path: Path) -> None:
+    d = tmp_path / "run1" / "gpu1" / "ar-tp1"
+    d.mkdir(parents=True)
+    (d / "record.json").write_text('{"schema": "sglbench.attempt/1", ')
+    with pytest.raises(RecordError, match=r"not valid JSON.*re-run"):
+        results.load(tmp_path / "run1")
+
+
+def test_empty_or_missing_dirs_fail_clearly(tmp_path: Path) -> None:
+    with pytest.raises(results.ResultsError, match="no such directory"):
+        results.load(tmp_path / "nope")
+    with pytest.raises(results.ResultsError, match=r"no record\.json"):
+        results.load(tmp_path)
