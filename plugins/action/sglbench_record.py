@@ -57,7 +57,7 @@ class ActionModule(ActionBase):
         directory = args.get("dir")
         files = args.get("files") or {}
         if not directory or not isinstance(files, dict):
-            raise AnsibleActionFail("sglbench_record needs dir (a path) and files (a mapping of file name to content)")
+            raise AnsibleActionFail("sglbench_record needs dir (a path) and files (name -> content)")
         mode = int(str(args.get("mode", "0644")), 8)
         written: list[str] = []
         if self._task.check_mode:

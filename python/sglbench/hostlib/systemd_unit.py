@@ -64,7 +64,8 @@ class UnitState:
     @property
     def main_exited(self) -> bool:
         """The main process of the current start has exited (even if an ExecStartPost still runs)."""
-        return bool(self.exec_main_code) and self.exec_main_exit_monotonic_us >= self.exec_main_start_monotonic_us
+        exit_us, start_us = self.exec_main_exit_monotonic_us, self.exec_main_start_monotonic_us
+        return bool(self.exec_main_code) and exit_us >= start_us
 
     @property
     def running(self) -> bool:
