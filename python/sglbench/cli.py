@@ -13,6 +13,7 @@ import sys
 # (subcommand, module). A module registers its parser and sets `func(args) -> int`.
 SUBCOMMANDS: list[tuple[str, str]] = [
     ("plan", "sglbench.plan_cli"),
+    ("summarize", "sglbench.summarize"),
 ]
 
 

@@ -1,0 +1,402 @@
+"""Per-TP summary tables of a campaign, and the ``sglbench summarize`` command.
+
+One row per (run, host, TP, config, prompt set, load point): mean output tok/s over repeats with a
+bootstrap 95% interval, the speedup over the autoregressive baseline with its interval, TTFT/ITL
+p50/p99, acceptance length, KV tokens and max running requests predicted vs observed, and the outcome.
+Attempts that produced no points (planned skip, failure) get one row carrying the outcome and cause.
+
+Baseline: the config with algorithm ``none`` on the same host, TP size, model, prompt set and load
+point (the alphabetically first one when several match; its name is in the ``baseline`` column).
+Latency columns are means over repeats of each repeat's percentile. Intervals: see
+:mod:`sglbench.bootstrap`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from sglbench import bootstrap
+from sglbench.records import RecordError
+from sglbench.results import Results, ResultsError, load
+
+CELL_KEYS = ["run_id", "host", "tp", "config", "algorithm", "model_path", "prompt_set", "point"]
+SIM_BANNER = "SIMULATED: numbers below come from the SGLang stand-in (sim host), not from GPUs."
+TABLE_COLUMNS = [
+    "run_id",
+    "host",
+    "tp",
+    "config",
+    "algorithm",
+    "model_path",
+    "prompt_set",
+    "point",
+    "concurrency",
+    "n_repeats",
+    "tok_s",
+    "tok_s_ci_low",
+    "tok_s_ci_high",
+    "baseline",
+    "speedup",
+    "speedup_ci_low",
+    "speedup_ci_high",
+    "ttft_p50_ms",
+    "ttft_p99_ms",
+    "itl_p50_ms",
+    "itl_p99_ms",
+    "accept_length",
+    "kv_tokens_predicted",
+    "kv_tokens_observed",
+    "max_running_requests_predicted",
+    "max_running_requests_observed",
+    "outcome",
+    "cause",
+    "note",
+    "valid",
+    "simulated",
+]
+
+
+def _samples(
+    points: pd.DataFrame, requests: pd.DataFrame
+) -> dict[tuple[Any, ...], list[bootstrap.RepeatSample]]:
+    """Repeat samples per cell key (with per-request tokens when request rows exist)."""
+    tokens: dict[tuple[Any, ...], tuple[float, ...]] = {}
+    if len(requests):
+        ok = requests[requests["ok"].astype(bool)]
+        for key, grp in ok.groupby(
+            ["run_id", "host", "instance", "prompt_set", "point", "repeat"], dropna=False
+        ):
+            tokens[tuple(key)] = tuple(float(x) for x in grp["completion_tokens"].fillna(0))
+    out: dict[tuple[Any, ...], list[bootstrap.RepeatSample]] = {}
+    for row in points.itertuples(index=False):
+        if row.output_throughput_tok_s is None or pd.isna(row.output_throughput_tok_s):
+            continue
+        toks = tokens.get((row.run_id, row.host, row.instance, row.prompt_set, row.point, row.repeat))
+        dur = row.duration_s if row.duration_s is not None and not pd.isna(row.duration_s) else None
+        key = tuple(getattr(row, k) for k in CELL_KEYS)
+        out.setdefault(key, []).append(
+            bootstrap.RepeatSample(float(row.output_throughput_tok_s), dur, toks if dur else None)
+        )
+    return out
+
+
+def _fmt_cause(outcome: str, cause: Any, message: Any) -> str:
+    if outcome == "ok":
+        return ""
+    label = "planned skip" if outcome == "skipped" else "failed"
+    text = f"{label}: {cause or 'unknown'}"
+    if message and isinstance(message, str):
+        text += f" ({message.strip().splitlines()[0][:120]})"
+    return text
+
+
+def summary_table(
+    res: Results, *, seed: int = bootstrap.DEFAULT_SEED, n_boot: int = bootstrap.DEFAULT_BOOT
+) -> pd.DataFrame:
+    """The tidy summary (one row per cell, see the module docstring); columns = ``TABLE_COLUMNS``."""
+    rows: list[dict[str, Any]] = []
+    pts = res.points
+    samples = _samples(pts, res.requests) if len(pts) else {}
+    attempts = res.attempts.set_index(["run_id", "host", "instance"]) if len(res.attempts) else None
+
+    def attempt_of(run_id: str, host: str, instance: str) -> dict[str, Any]:
+        assert attempts is not None
+        return dict(attempts.loc[(run_id, host, instance)])
+
+    if len(pts):
+        for key, grp in pts.groupby(CELL_KEYS, dropna=False, sort=False):
+            key = tuple(key)
+            first = grp.iloc[0]
+            att = attempt_of(first.run_id, first.host, first.instance)
+            s = samples.get(key, [])
+            label = "|".join(map(str, key))
+            est = bootstrap.mean_throughput(s, seed=seed, label=label, n_boot=n_boot) if s else None
+            invalid = grp[~grp["valid"].astype(bool)]
+            note = ""
+            if len(invalid):
+                note = f"{len(invalid)}/{len(grp)} repeats invalid: " + "; ".join(
+                    sorted({r for r in invalid["invalid_reasons"] if r})
+                )
+            rows.append(
+                {
+                    **dict(zip(CELL_KEYS, key, strict=True)),
+                    "concurrency": first.concurrency,
+                    "n_repeats": len(grp),
+                    "tok_s": est.value if est else math.nan,
+                    "tok_s_ci_low": est.ci_low if est else math.nan,
+                    "tok_s_ci_high": est.ci_high if est else math.nan,
+                    "ttft_p50_ms": grp["ttft_ms_p50"].astype(float).mean(),
+                    "ttft_p99_ms": grp["ttft_ms_p99"].astype(float).mean(),
+                    "itl_p50_ms": grp["itl_ms_p50"].astype(float).mean(),
+                    "itl_p99_ms": grp["itl_ms_p99"].astype(float).mean(),
+                    "accept_length": grp["accept_length_mean"].astype(float).mean(),
+                    "kv_tokens_predicted": att["kv_tokens_predicted"],
+                    "kv_tokens_observed": att["kv_tokens_observed"],
+                    "max_running_requests_predicted": att["max_running_requests_predicted"],
+                    "max_running_requests_observed": att["max_running_requests_observed"],
+                    "outcome": att["outcome"],
+                    "cause": att["cause"],
+                    "note": note or _fmt_cause(att["outcome"], att["cause"], att["failure_message"]),
+                    "valid": not len(invalid),
+                    "simulated": bool(grp["simulated"].any()),
+                }
+            )
+    # Attempts without points: one row each.
+    with_points = set(zip(pts["run_id"], pts["host"], pts["instance"], strict=True)) if len(pts) else set()
+    for att in res.attempts.to_dict("records"):
+        if (att["run_id"], att["host"], att["instance"]) in with_points:
+            continue
+        note = _fmt_cause(att["outcome"], att["cause"], att["failure_message"])
+        if att["outcome"] == "ok":
+            note = "no benchmark points recorded"
+        rows.append(
+            {
+                **{k: att.get(k) for k in ("run_id", "host", "tp", "config", "algorithm", "model_path")},
+                "prompt_set": None,
+                "point": None,
+                "concurrency": None,
+                "n_repeats": 0,
+                "kv_tokens_predicted": att["kv_tokens_predicted"],
+                "kv_tokens_observed": att["kv_tokens_observed"],
+                "max_running_requests_predicted": att["max_running_requests_predicted"],
+                "max_running_requests_observed": att["max_running_requests_observed"],
+                "outcome": att["outcome"],
+                "cause": att["cause"],
+                "note": note,
+                "valid": att["outcome"] == "ok",
+                "simulated": att["simulated"],
+            }
+        )
+    table = pd.DataFrame(rows, columns=TABLE_COLUMNS)
+    if not len(table):
+        return table
+    _add_speedups(table, samples, seed=seed, n_boot=n_boot)
+    table = table.sort_values(
+        ["tp", "run_id", "host", "model_path", "algorithm", "config", "prompt_set", "concurrency"],
+        key=_sort_key,
+        na_position="last",
+        kind="stable",
+    ).reset_index(drop=True)
+    return table
+
+
+def _sort_key(col: pd.Series) -> pd.Series:
+    if col.name == "algorithm":  # baseline first
+        return col.fillna("").map(lambda a: (0 if str(a).lower() in ("none", "") else 1, str(a)))
+    if col.dtype == object:
+        return col.fillna("").astype(str)
+    return col
+
+
+def _add_speedups(
+    table: pd.DataFrame,
+    samples: dict[tuple[Any, ...], list[bootstrap.RepeatSample]],
+    *,
+    seed: int,
+    n_boot: int,
+) -> None:
+    table["baseline"] = pd.Series([None] * len(table), index=table.index, dtype=object)
+    for c in ("speedup", "speedup_ci_low", "speedup_ci_high"):
+        table[c] = table[c].astype(float)
+    is_base = table["algorithm"].fillna("none").str.lower().isin(["none", ""])
+    has_points = table["point"].notna()
+    bases = table[is_base & has_points]
+    base_by: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+    for _, row in bases.sort_values("config").iterrows():
+        k = (row.run_id, row.host, row.tp, row.model_path, row.prompt_set, row.point)
+        base_by.setdefault(k, tuple(row[c] for c in CELL_KEYS))
+    for i, row in table[has_points].iterrows():
+        k = (row.run_id, row.host, row.tp, row.model_path, row.prompt_set, row.point)
+        den_key = base_by.get(k)
+        if den_key is None:
+            continue
+        table.at[i, "baseline"] = den_key[CELL_KEYS.index("config")]
+        num_key = tuple(row[c] for c in CELL_KEYS)
+        num, den = samples.get(num_key), samples.get(den_key)
+        if not num or not den:
+            continue
+        est = bootstrap.ratio(
+            num, den, seed=seed, label="speedup|" + "|".join(map(str, num_key)), n_boot=n_boot
+        )
+        table.at[i, "speedup"] = est.value
+        table.at[i, "speedup_ci_low"] = est.ci_low
+        table.at[i, "speedup_ci_high"] = est.ci_high
+
+
+# -- text output ------------------------------------------------------------------------------------
+def _num(v: Any, spec: str = ".1f") -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    try:
+        return format(float(v), spec)
+    except (TypeError, ValueError):
+        return str(v)
+
+
+def _int(v: Any) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    return f"{int(v):,}"
+
+
+def fmt_ci(value: Any, lo: Any, hi: Any, spec: str = ".1f", suffix: str = "") -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    s = f"{format(float(value), spec)}{suffix}"
+    if lo is not None and hi is not None and not (math.isnan(float(lo)) or math.isnan(float(hi))):
+        s += f" [{format(float(lo), spec)}, {format(float(hi), spec)}]"
+    return s
+
+
+def outcome_text(row: Any) -> str:
+    if row["outcome"] == "ok":
+        return "ok" if row["valid"] else f"ok, {row['note']}"
+    return row["note"] or row["outcome"]
+
+
+def display_rows(table: pd.DataFrame) -> list[dict[str, str]]:
+    """Human-formatted cells (shared by markdown and HTML output)."""
+    multi_host = table["host"].nunique() > 1
+    multi_run = table["run_id"].nunique() > 1
+    multi_set = table["prompt_set"].dropna().nunique() > 1
+    out = []
+    for _, r in table.iterrows():
+        d: dict[str, str] = {}
+        if multi_run:
+            d["run"] = str(r["run_id"])
+        if multi_host:
+            d["host"] = str(r["host"])
+        d["config"] = str(r["config"])
+        d["algorithm"] = str(r["algorithm"])
+        if multi_set:
+            d["prompts"] = str(r["prompt_set"]) if r["prompt_set"] is not None else "-"
+        d["conc"] = _int(r["concurrency"]) if r["point"] is not None else "-"
+        d["output tok/s [95% CI]"] = fmt_ci(r["tok_s"], r["tok_s_ci_low"], r["tok_s_ci_high"])
+        d["speedup [95% CI]"] = (
+            "baseline"
+            if r["baseline"] == r["config"]
+            else fmt_ci(r["speedup"], r["speedup_ci_low"], r["speedup_ci_high"], ".2f", "x")
+        )
+        d["TTFT p50/p99 ms"] = f"{_num(r['ttft_p50_ms'])} / {_num(r['ttft_p99_ms'])}"
+        d["ITL p50/p99 ms"] = f"{_num(r['itl_p50_ms'], '.2f')} / {_num(r['itl_p99_ms'], '.2f')}"
+        d["accept len"] = _num(r["accept_length"], ".2f")
+        d["KV tokens pred/obs"] = f"{_int(r['kv_tokens_predicted'])} / {_int(r['kv_tokens_observed'])}"
+        d["max reqs pred/obs"] = (
+            f"{_int(r['max_running_requests_predicted'])} / {_int(r['max_running_requests_observed'])}"
+        )
+        d["outcome"] = outcome_text(r)
+        if table["simulated"].any():
+            d["sim"] = "SIM" if r["simulated"] else ""
+        out.append(d)
+    return out
+
+
+def _md_table(rows: list[dict[str, str]]) -> str:
+    if not rows:
+        return "(no rows)"
+    cols = list(rows[0])
+    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
+    for r in rows:
+        lines.append("| " + " | ".join(r.get(c, "").replace("|", "\\|") for c in cols) + " |")
+    return "\n".join(lines)
+
+
+def to_markdown(table: pd.DataFrame, res: Results) -> str:
+    parts = []
+    if res.simulated:
+        parts.append(f"**{SIM_BANNER}**\n")
+    runs = ", ".join(res.runs["run_id"])
+    hosts = ", ".join(sorted(res.attempts["host"].unique())) if len(res.attempts) else "-"
+    parts.append(f"# sglbench summary — run(s) {runs} — host(s) {hosts}\n")
+    parts.append(
+        "Output tok/s: mean over repeats, 95% percentile-bootstrap CI over repeats and requests "
+        "(seeded). Speedup: over the algorithm-none config on the same host, TP, model, prompt set and "
+        "concurrency. Latencies: mean over repeats of each repeat's percentile.\n"
+    )
+    for tp, grp in table.groupby("tp", sort=True):
+        parts.append(f"## TP {tp}\n")
+        parts.append(_md_table(display_rows(grp)))
+        parts.append("")
+    return "\n".join(parts)
+
+
+# -- CLI --------------------------------------------------------------------------------------------
+def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = subparsers.add_parser(
+        "summarize",
+        help="per-TP tables of a run: tok/s, speedup with CI, latency, acceptance, capacity, outcome",
+        description="Load every record.json of one or more runs (several hosts merge) and print, per TP "
+        "phase, config x concurrency -> output tok/s and speedup over the autoregressive baseline with "
+        "95%% bootstrap intervals, TTFT/ITL p50/p99, acceptance length, KV tokens predicted vs observed "
+        "and the outcome. Exit 0 when every attempt is ok, 1 when some failed or were skipped, 2 on "
+        "unreadable input.",
+    )
+    p.add_argument(
+        "run_dirs", nargs="+", type=Path, metavar="RUN_DIR", help="results/<run_id> (or a results root)"
+    )
+    p.add_argument(
+        "--format", choices=("md", "csv", "parquet"), default="md", help="output format (default md)"
+    )
+    p.add_argument("-o", "--out", type=Path, help="write to this file (required for parquet)")
+    p.add_argument("--seed", type=int, default=bootstrap.DEFAULT_SEED, help="bootstrap seed (default 0)")
+    p.add_argument(
+        "--bootstrap", type=int, default=bootstrap.DEFAULT_BOOT, help="bootstrap replicates (default 2000)"
+    )
+    p.set_defaults(func=run_summarize)
+
+
+def load_or_exit(paths: Sequence[Path], prog: str) -> Results | None:
+    try:
+        return load(list(paths))
+    except (ResultsError, RecordError) as exc:
+        print(f"sglbench {prog}: error: {exc}", file=sys.stderr)
+        return None
+
+
+def run_summarize(args: argparse.Namespace) -> int:
+    if args.format == "parquet" and args.out is None:
+        print("sglbench summarize: error: --format parquet needs -o FILE.parquet", file=sys.stderr)
+        return 2
+    if args.bootstrap < 100:
+        print("sglbench summarize: error: --bootstrap needs at least 100 replicates", file=sys.stderr)
+        return 2
+    res = load_or_exit(args.run_dirs, "summarize")
+    if res is None:
+        return 2
+    table = summary_table(res, seed=args.seed, n_boot=args.bootstrap)
+    if args.format == "parquet":
+        table.to_parquet(args.out, index=False)
+        print(f"wrote {args.out}")
+    elif args.format == "csv":
+        text = table.to_csv(index=False)
+        if args.out:
+            args.out.write_text(text, encoding="utf-8")
+            print(f"wrote {args.out}")
+        else:
+            sys.stdout.write(text)
+    else:
+        text = to_markdown(table, res)
+        if args.out:
+            args.out.write_text(text + "\n", encoding="utf-8")
+            print(f"wrote {args.out}")
+        else:
+            print(text)
+    return exit_code(res)
+
+
+def exit_code(res: Results) -> int:
+    """0 when every attempt is ok and every point valid, else 1."""
+    if not len(res.attempts):
+        return 1
+    if (res.attempts["outcome"] != "ok").any():
+        return 1
+    if len(res.points) and not res.points["valid"].astype(bool).all():
+        return 1
+    return 0

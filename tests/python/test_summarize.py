@@ -1,0 +1,190 @@
+"""Summary tables: speedup and bootstrap CI values against hand-computed ones on constructed records."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import recordfactory as rf
+
+from sglbench import bootstrap, cli, results, summarize
+
+
+def _write_pair(root: Path, ar: list[float], spec: list[float], simulated: bool = True) -> Path:
+    pts = [rf.point(4, i, v) for i, v in enumerate(ar)]
+    rf.write(root, rf.record(config="ar", benchmark=rf.bench(pts, simulated=simulated), simulated=simulated))
+    pts = [rf.point(4, i, v, accept=3.0) for i, v in enumerate(spec)]
+    rec = rf.record(
+        config="dflash", algorithm="DFLASH", benchmark=rf.bench(pts, simulated=simulated), simulated=simulated
+    )
+    rf.write(root, rec)
+    return root / "run1"
+
+
+def _row(table, config: str, tp: int = 1):
+    m = table[(table.config == config) & (table.tp == tp)]
+    assert len(m) == 1, m
+    return m.iloc[0]
+
+
+def test_two_repeats_ci_is_the_exact_bootstrap_range(tmp_path: Path) -> None:
+    # Baseline repeats 100, 100 -> mean 100, no spread. Config repeats 200, 400: resampling two repeats
+    # gives means 200 (p=1/4), 300 (1/2), 400 (1/4), so the 95% percentile interval is [200, 400];
+    # the speedup is 300/100 = 3.0 with interval [2.0, 4.0].
+    res = results.load(_write_pair(tmp_path, [100.0, 100.0], [200.0, 400.0]))
+    t = summarize.summary_table(res)
+    ar, sp = _row(t, "ar"), _row(t, "dflash")
+    assert ar.tok_s == 100.0 and (ar.tok_s_ci_low, ar.tok_s_ci_high) == (100.0, 100.0)
+    assert sp.tok_s == 300.0
+    assert (sp.tok_s_ci_low, sp.tok_s_ci_high) == (200.0, 400.0)
+    assert sp.baseline == "ar"
+    assert sp.speedup == pytest.approx(3.0)
+    assert (sp.speedup_ci_low, sp.speedup_ci_high) == (pytest.approx(2.0), pytest.approx(4.0))
+    assert ar.speedup == pytest.approx(1.0)
+    assert sp.accept_length == 3.0
+
+
+def test_request_level_resampling_with_one_repeat(tmp_path: Path) -> None:
+    # One repeat, two requests of 10 and 30 tokens over a 1 s window: observed 40 tok/s. Resampling two
+    # requests gives sums 20 (1/4), 40 (1/2), 60 (1/4) -> interval [20, 60].
+    rf.write(
+        tmp_path,
+        rf.record(config="ar", benchmark=rf.bench([rf.point(2, 0, 40.0, duration_s=1.0, n_ok=2)])),
+        requests=[rf.request(2, 0, 0, 10), rf.request(2, 0, 1, 30)],
+    )
+    t = summarize.summary_table(results.load(tmp_path / "run1"))
+    r = _row(t, "ar")
+    assert r.tok_s == 40.0 and (r.tok_s_ci_low, r.tok_s_ci_high) == (20.0, 60.0)
+
+
+def test_single_repeat_without_requests_has_no_interval(tmp_path: Path) -> None:
+    t = summarize.summary_table(results.load(_write_pair(tmp_path, [100.0], [150.0])))
+    sp = _row(t, "dflash")
+    assert sp.speedup == pytest.approx(1.5)
+    assert math.isnan(sp.speedup_ci_low) and math.isnan(sp.tok_s_ci_low)
+    assert "1.50x" in summarize.fmt_ci(sp.speedup, sp.speedup_ci_low, sp.speedup_ci_high, ".2f", "x")
+
+
+def test_bootstrap_matches_a_hand_written_reference() -> None:
+    # Same algorithm written out naively with the same random stream.
+    samples = [bootstrap.RepeatSample(5.0, 2.0, (4.0, 6.0, 2.0)), bootstrap.RepeatSample(7.0)]
+    got = bootstrap.replicates(samples, 50, bootstrap.rng_for(3, "x"))
+    rng = bootstrap.rng_for(3, "x")
+    draws = rng.integers(0, 3, size=(50, 3))
+    first = np.array([4.0, 6.0, 2.0])[draws].sum(axis=1) / 2.0
+    pick = rng.integers(0, 2, size=(50, 2))
+    per = np.vstack([first, np.full(50, 7.0)])
+    want = [(per[pick[b, 0], b] + per[pick[b, 1], b]) / 2 for b in range(50)]
+    assert np.allclose(got, want)
+
+
+def test_interval_is_seeded_and_deterministic(tmp_path: Path) -> None:
+    run = _write_pair(tmp_path, [100.0, 90.0, 110.0], [180.0, 220.0, 205.0])
+    a = summarize.summary_table(results.load(run), seed=1)
+    b = summarize.summary_table(results.load(run), seed=1)
+    c = summarize.summary_table(results.load(run), seed=2)
+    cols = ["tok_s_ci_low", "tok_s_ci_high", "speedup_ci_low", "speedup_ci_high"]
+    assert a[cols].equals(b[cols])
+    assert not a[cols].equals(c[cols])
+    sp = _row(a, "dflash")
+    assert sp.speedup_ci_low <= sp.speedup <= sp.speedup_ci_high
+
+
+def test_baseline_matches_model_tp_and_concurrency(tmp_path: Path) -> None:
+    # Two models, each with its own AR baseline; a TP4 spec config without a TP4 baseline gets no speedup.
+    rf.write(
+        tmp_path, rf.record(config="big-ar", model_path="/m/big", benchmark=rf.bench([rf.point(1, 0, 50.0)]))
+    )
+    rf.write(
+        tmp_path,
+        rf.record(config="small-ar", model_path="/m/small", benchmark=rf.bench([rf.point(1, 0, 200.0)])),
+    )
+    rf.write(
+        tmp_path,
+        rf.record(
+            config="small-dflash",
+            algorithm="DFLASH",
+            model_path="/m/small",
+            benchmark=rf.bench([rf.point(1, 0, 300.0), rf.point(2, 0, 999.0)]),
+        ),
+    )
+    rf.write(
+        tmp_path,
+        rf.record(
+            config="big-dflash",
+            algorithm="DFLASH",
+            model_path="/m/big",
+            tp=4,
+            benchmark=rf.bench([rf.point(1, 0, 80.0)]),
+        ),
+    )
+    t = summarize.summary_table(results.load(tmp_path / "run1"))
+    small = t[(t.config == "small-dflash") & (t.concurrency == 1)].iloc[0]
+    assert small.baseline == "small-ar" and small.speedup == pytest.approx(1.5)
+    no_conc = t[(t.config == "small-dflash") & (t.concurrency == 2)].iloc[0]
+    assert no_conc.baseline is None or (isinstance(no_conc.baseline, float) and math.isnan(no_conc.baseline))
+    assert math.isnan(_row(t, "big-dflash", tp=4).speedup)
+
+
+def test_skips_and_failures_get_a_row_with_cause(tmp_path: Path) -> None:
+    run = _write_pair(tmp_path, [100.0], [150.0])
+    rf.write(
+        tmp_path,
+        rf.record(
+            config="mrr8",
+            algorithm="DFLASH",
+            outcome="skipped",
+            plan_=rf.plan(fits=False, mrr=0),
+            failure={"phase": "plan", "cause": "planned_failure", "message": "0 request slots"},
+        ),
+    )
+    rf.write(
+        tmp_path,
+        rf.record(
+            config="oom",
+            algorithm="DFLASH",
+            outcome="failed",
+            failure={"phase": "health", "cause": "cuda_oom", "message": "CUDA out of memory"},
+        ),
+    )
+    res = results.load(run)
+    t = summarize.summary_table(res)
+    skip, fail = _row(t, "mrr8"), _row(t, "oom")
+    assert skip.outcome == "skipped" and skip.note.startswith("planned skip: planned_failure")
+    assert skip.max_running_requests_predicted == 0
+    assert fail.note.startswith("failed: cuda_oom")
+    md = summarize.to_markdown(t, res)
+    assert "## TP 1" in md and "planned skip: planned_failure (0 request slots)" in md
+    assert summarize.SIM_BANNER in md and "| SIM |" in md
+    assert summarize.exit_code(res) == 1
+
+
+def test_invalid_points_are_flagged(tmp_path: Path) -> None:
+    rf.write(
+        tmp_path,
+        rf.record(config="ar", benchmark=rf.bench([rf.point(1, 0, 10.0), rf.point(1, 1, 11.0, valid=False)])),
+    )
+    res = results.load(tmp_path / "run1")
+    r = _row(summarize.summary_table(res), "ar")
+    assert not r.valid and r.note.startswith("1/2 repeats invalid: client CPU")
+    assert summarize.exit_code(res) == 1
+
+
+def test_cli_formats_and_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = _write_pair(tmp_path, [100.0, 100.0], [200.0, 400.0], simulated=False)
+    assert cli.main(["summarize", str(run)]) == 0
+    out = capsys.readouterr().out
+    assert "300.0 [200.0, 400.0]" in out and "3.00x [2.00, 4.00]" in out and "SIMULATED" not in out
+    assert cli.main(["summarize", str(run), "--format", "csv"]) == 0
+    assert capsys.readouterr().out.startswith("run_id,host,tp,config")
+    pq = tmp_path / "t.parquet"
+    assert cli.main(["summarize", str(run), "--format", "parquet", "-o", str(pq)]) == 0
+    import pandas as pd
+
+    assert set(pd.read_parquet(pq)["config"]) == {"ar", "dflash"}
+    assert cli.main(["summarize", str(run), "--format", "parquet"]) == 2
+    assert cli.main(["summarize", str(tmp_path / "missing")]) == 2
+    err = capsys.readouterr().err
+    assert "no such directory" in err and "Traceback" not in err
