@@ -25,10 +25,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -331,7 +332,8 @@ class LoadRunner:
     # -- load shapes ---------------------------------------------------------------------------------
     async def _closed_loop(
         self,
-        prompts: list[Prompt],
+        prompts: Iterable[Prompt],
+        n_prompts: int,
         concurrency: int,
         t0: float,
         deadline: float | None,
@@ -351,11 +353,11 @@ class LoadRunner:
                 out.append(rec)
                 ready = await self._one(rec, prompt, t0, model)
 
-        await asyncio.gather(*(worker() for _ in range(min(concurrency, len(prompts)))))
+        await asyncio.gather(*(worker() for _ in range(min(concurrency, n_prompts))))
 
     async def _open_loop(
         self,
-        prompts: list[Prompt],
+        prompts: Iterable[Prompt],
         schedule: list[float],
         cap: int | None,
         t0: float,
@@ -390,7 +392,7 @@ class LoadRunner:
     async def run_point(self, point: LoadPoint, repeat: int, model: str | None) -> PointResult:
         spec = self.spec
         seed = spec.seed + repeat
-        measured = prompts_mod.select_prompts(spec.prompts, spec.num_prompts, seed)
+        measured = itertools.islice(prompts_mod.iter_prompts(spec.prompts, seed), spec.num_prompts)
         n_warm = spec.warmup if spec.warmup is not None else min(point.concurrency or 8, 64)
         if spec.flush_cache:
             await self.flush_cache()
@@ -398,7 +400,7 @@ class LoadRunner:
             warm_prompts = prompts_mod.select_prompts(spec.prompts, n_warm, seed + 1_000_003)
             warm: list[RequestRecord] = []
             await self._closed_loop(
-                warm_prompts, point.concurrency or n_warm, _perf(), None, model, True, warm
+                warm_prompts, n_warm, point.concurrency or n_warm, _perf(), None, model, True, warm
             )
             bad = [r for r in warm if r.error]
             if bad and len(bad) == len(warm):
@@ -416,9 +418,11 @@ class LoadRunner:
         stats = metrics_mod.ClientStats()
         if point.request_rate is None:
             assert point.concurrency is not None
-            await self._closed_loop(measured, point.concurrency, t0, deadline, model, False, records)
+            await self._closed_loop(
+                measured, spec.num_prompts, point.concurrency, t0, deadline, model, False, records
+            )
         else:
-            schedule = poisson_schedule(point.request_rate, len(measured), seed, spec.duration_s)
+            schedule = poisson_schedule(point.request_rate, spec.num_prompts, seed, spec.duration_s)
             stats.target_rate = point.request_rate
             stats.send_window_s = schedule[-1] if schedule else None
             await self._open_loop(measured, schedule, point.concurrency, t0, model, records)
@@ -485,6 +489,32 @@ class LoadRunner:
             "slo": self.spec.slo.active(),
         }
         return CampaignResult(meta, results)
+
+
+async def _fetch_server_info(url: str, api_key: str | None, timeout: float) -> dict[str, Any]:
+    client = HttpClient(Endpoint.from_url(url), api_key=api_key, connect_timeout=timeout)
+    try:
+        for path in ("/server_info", "/get_server_info"):
+            try:
+                resp = await client.request("GET", path, timeout=timeout)
+            except HttpError as exc:
+                raise LoadgenError(str(exc)) from None
+            if resp.status == 200:
+                obj = api_mod.decode_json_body(resp.body)
+                if isinstance(obj, dict):
+                    return obj
+        raise LoadgenError(f"{Endpoint.from_url(url).url('/server_info')} gave no JSON server info")
+    finally:
+        await client.close()
+
+
+def fetch_server_info(url: str, api_key: str | None = None, timeout: float = 30.0) -> dict[str, Any]:
+    """Blocking GET /server_info (falls back to /get_server_info); raises LoadgenError when unreachable."""
+    try:
+        Endpoint.from_url(url)
+    except ValueError as exc:
+        raise LoadgenError(str(exc)) from None
+    return asyncio.run(_fetch_server_info(url, api_key, timeout))
 
 
 def run_campaign(spec: BenchSpec, progress: Callable[[str], None] | None = None) -> CampaignResult:

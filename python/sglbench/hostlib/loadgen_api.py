@@ -23,6 +23,8 @@ only when the fast path cannot answer (error events, no usage).
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -41,6 +43,8 @@ API_PATHS: dict[str, str] = {
 APIS: tuple[str, ...] = tuple(API_PATHS)
 
 _CT_KEY = b'"completion_tokens"'
+_CT_VALUE = re.compile(rb"\s*:\s*(\d+)")
+_FR_NULL = b'"finish_reason":null'
 
 
 @dataclass(frozen=True)
@@ -131,20 +135,15 @@ def build_body(api: str, prompt: Prompt, sampling: SamplingSpec, model: str | No
 
 
 def fast_completion_tokens(payload: bytes) -> int | None:
-    """The last ``"completion_tokens": N`` in a JSON event, without decoding it (None if absent/null)."""
+    """The last ``"completion_tokens": N`` in a JSON event, without decoding it (None if absent/null).
+
+    Safe on JSON: inside a string value the key's quotes would be escaped, so a match is always a key.
+    """
     i = payload.rfind(_CT_KEY)
     if i < 0:
         return None
-    j = i + len(_CT_KEY)
-    n = len(payload)
-    while j < n and payload[j] in b" \t:":
-        j += 1
-    k = j
-    while k < n and 48 <= payload[k] <= 57:
-        k += 1
-    if k == j:
-        return None
-    return int(payload[j:k])
+    m = _CT_VALUE.match(payload, i + len(_CT_KEY))
+    return int(m.group(1)) if m else None
 
 
 def _is_error_event(payload: bytes) -> bool:
@@ -186,21 +185,29 @@ class StreamDecoder:
         self._last_usage: dict[str, Any] | None = None
         self.done = False
 
-    # The callback given to HttpClient.request(on_event=...)
-    def on_event(self, payload: bytes, t: float) -> None:
-        if payload == b"[DONE]":
-            self.done = True
-            return
-        if self.api == "native":
-            n = fast_completion_tokens(payload)
-            if n is None or _is_error_event(payload):
-                self._slow_native(payload, t)
-                return
-            self._chunk_t.append(t)
-            self._chunk_tok.append(n)
+    # The callback given to HttpClient.request(on_event=...): bound once per request to the API's handler.
+    @property
+    def on_event(self) -> Callable[[list[bytes], float], None]:
+        return self._on_native if self.api == "native" else self._on_openai
+
+    def _on_native(self, payloads: list[bytes], t: float) -> None:
+        chunk_t = self._chunk_t
+        chunk_tok = self._chunk_tok
+        key = _CT_KEY
+        skip = len(_CT_KEY)
+        match = _CT_VALUE.match
+        for payload in payloads:
+            i = payload.rfind(key)
+            m = match(payload, i + skip) if i >= 0 else None
+            if m is None:  # [DONE], error events, anything unexpected: the slow, decoding path
+                if payload == b"[DONE]":
+                    self.done = True
+                else:
+                    self._slow_native(payload, t)
+                continue
+            chunk_t.append(t)
+            chunk_tok.append(int(m.group(1)))
             self._last = payload
-        else:
-            self._on_openai(payload, t)
 
     def _slow_native(self, payload: bytes, t: float) -> None:
         try:
@@ -218,7 +225,25 @@ class StreamDecoder:
             self._chunk_tok.append(n)
         self._last = payload
 
-    def _on_openai(self, payload: bytes, t: float) -> None:
+    def _on_openai(self, payloads: list[bytes], t: float) -> None:
+        chunk_t = self._chunk_t
+        chunk_tok = self._chunk_tok
+        key = _CT_KEY
+        skip = len(_CT_KEY)
+        match = _CT_VALUE.match
+        for payload in payloads:
+            i = payload.rfind(key)
+            m = match(payload, i + skip) if i >= 0 else None
+            # Fast path: a mid-stream chunk with continuous usage (cumulative server count, not finished).
+            if m is not None and _FR_NULL in payload:
+                chunk_t.append(t)
+                chunk_tok.append(int(m.group(1)))
+            elif payload == b"[DONE]":
+                self.done = True
+            else:
+                self._openai_event(payload, t)
+
+    def _openai_event(self, payload: bytes, t: float) -> None:
         rec = self.rec
         n = fast_completion_tokens(payload)
         needs_decode = (

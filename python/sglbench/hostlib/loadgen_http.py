@@ -8,9 +8,9 @@ Why not aiohttp/urllib: the load generator must never be the bottleneck. This cl
   which is what makes SGLang's Python bench_serving client collapse at high request counts),
 - parses the response incrementally inside ``data_received`` (no per-line coroutine switches),
 - decodes ``Transfer-Encoding: chunked``, ``Content-Length`` and close-delimited bodies,
-- splits Server-Sent Events and hands each event's ``data`` payload (bytes) to a callback together with
-  the arrival time of the socket read that completed it, so timestamps are those of the data, not of
-  whenever a coroutine got scheduled.
+- splits Server-Sent Events and hands the ``data`` payloads (bytes) completed by one socket read to a
+  callback, in one call, with that read's arrival time, so timestamps are those of the data, not of
+  whenever a coroutine got scheduled, and the per-event cost is a list append.
 
 The callback API keeps the per-event cost to a few attribute look-ups; JSON decoding is left to the
 caller, which can skip it on the hot path.
@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 
 _perf = time.perf_counter
 
-EventCallback = Callable[[bytes, float], None]
+EventCallback = Callable[[list[bytes], float], None]
 
 _HEAD, _CHUNK_SIZE, _CHUNK_DATA, _CHUNK_CRLF, _TRAILER, _BODY_LEN, _BODY_EOF, _DONE = range(8)
 
@@ -110,6 +110,7 @@ class _Exchange:
         "is_head",
         "on_event",
         "resp",
+        "sse",
     )
 
     def __init__(
@@ -127,48 +128,43 @@ class _Exchange:
         self._buf = b""
         self._remaining = 0
         self._sse = b""
+        self.sse = False
         self.body_parts: list[bytes] = []
 
     # -- body sinks -------------------------------------------------------------------------------------
     def _body(self, data: bytes, t: float) -> None:
-        if self.on_event is None or not self.resp.is_event_stream:
+        if not self.sse:
             self.body_parts.append(data)
             return
         buf = self._sse + data if self._sse else data
         if b"\r" in buf:
             buf = buf.replace(b"\r\n", b"\n")
-        start = 0
-        on_event = self.on_event
-        while True:
-            end = buf.find(b"\n\n", start)
-            if end < 0:
-                break
-            event = buf[start:end]
-            start = end + 2
-            if event.startswith(b"data:"):
-                if b"\n" not in event:  # the common single-line event
-                    payload = event[5:]
-                    if payload[:1] == b" ":
-                        payload = payload[1:]
-                else:
-                    payload = _join_data_lines(event)
-            else:
-                if b"data:" not in event:  # comment / id / retry lines only
-                    continue
-                payload = _join_data_lines(event)
-            self.resp.n_events += 1
-            on_event(payload, t)
-        self._sse = buf[start:] if start < len(buf) else b""
+        events = buf.split(b"\n\n")
+        self._sse = events.pop()  # incomplete tail (b"" when buf ended on a blank line)
+        payloads = []
+        for event in events:
+            if event[:6] == b"data: " and b"\n" not in event:  # the common single-line event
+                payloads.append(event[6:])
+            elif b"data:" in event:
+                payloads.append(_join_data_lines(event))
+            # else: comment / id / retry lines only, or an empty event
+        if payloads:
+            self.resp.n_events += len(payloads)
+            assert self.on_event is not None
+            self.on_event(payloads, t)
 
     def _finish_sse(self, t: float) -> None:
-        if self._sse.strip() and self.on_event is not None:  # last event without a blank line
-            self._sse += b"\n\n"
-            rest, self._sse = self._sse, b""
+        if self.sse and self._sse.strip():  # last event without a blank line
+            rest, self._sse = self._sse + b"\n\n", b""
             self._body(rest, t)
 
     # -- protocol feed ----------------------------------------------------------------------------------
     def feed(self, data: bytes, t: float) -> bool:
-        """Consume bytes; return True when the response is complete."""
+        """Consume bytes; return True when the response is complete.
+
+        De-chunked body pieces of one read are joined and handed to the body sink once, so a read that
+        carries many small HTTP chunks (one SSE event each, as SGLang sends them) costs one SSE split.
+        """
         resp = self.resp
         if resp.first_byte_t is None:
             resp.first_byte_t = t
@@ -176,44 +172,51 @@ class _Exchange:
         buf = self._buf + data if self._buf else data
         pos = 0
         n = len(buf)
-        while pos < n or self._state == _DONE:
-            state = self._state
-            if state == _CHUNK_DATA:
-                take = min(self._remaining, n - pos)
-                self._body(buf[pos : pos + take], t)
-                pos += take
-                self._remaining -= take
-                if self._remaining == 0:
-                    self._state = _CHUNK_CRLF
-            elif state == _CHUNK_SIZE:
+        parts: list[bytes] = []
+        state = self._state
+        while pos < n or state == _DONE:
+            if state == _CHUNK_SIZE:
                 eol = buf.find(b"\r\n", pos)
                 if eol < 0:
                     break
-                line = buf[pos:eol].split(b";", 1)[0].strip()
+                line = buf[pos:eol]
                 pos = eol + 2
                 try:
                     size = int(line, 16)
                 except ValueError:
-                    raise HttpError(f"malformed chunk size {line[:40]!r}") from None
+                    try:
+                        size = int(line.split(b";", 1)[0].strip(), 16)
+                    except ValueError:
+                        raise HttpError(f"malformed chunk size {line[:40]!r}") from None
                 if size == 0:
-                    self._state = _TRAILER
+                    state = _TRAILER
+                elif pos + size + 2 <= n:  # whole chunk and its CRLF in this read: the fast path
+                    parts.append(buf[pos : pos + size])
+                    pos += size + 2
                 else:
                     self._remaining = size
-                    self._state = _CHUNK_DATA
+                    state = _CHUNK_DATA
+            elif state == _CHUNK_DATA:
+                take = min(self._remaining, n - pos)
+                parts.append(buf[pos : pos + take])
+                pos += take
+                self._remaining -= take
+                if self._remaining == 0:
+                    state = _CHUNK_CRLF
             elif state == _CHUNK_CRLF:
                 if n - pos < 2:
                     break
                 pos += 2
-                self._state = _CHUNK_SIZE
+                state = _CHUNK_SIZE
             elif state == _BODY_LEN:
                 take = min(self._remaining, n - pos)
-                self._body(buf[pos : pos + take], t)
+                parts.append(buf[pos : pos + take])
                 pos += take
                 self._remaining -= take
                 if self._remaining == 0:
-                    self._state = _DONE
+                    state = _DONE
             elif state == _BODY_EOF:
-                self._body(buf[pos:], t)
+                parts.append(buf[pos:])
                 pos = n
             elif state == _HEAD:
                 end = buf.find(b"\r\n\r\n", pos)
@@ -221,26 +224,33 @@ class _Exchange:
                     if n - pos > MAX_HEADER_BYTES:
                         raise HttpError("response header larger than 64 KiB")
                     break
-                self._parse_head(buf[pos:end])
+                state = self._parse_head(buf[pos:end])
                 resp.headers_t = t
                 pos = end + 4
             elif state == _TRAILER:
                 eol = buf.find(b"\r\n", pos)
                 if eol < 0:
                     break
-                self._state = _DONE if eol == pos else _TRAILER  # an empty line ends the trailer
+                state = _DONE if eol == pos else _TRAILER  # an empty line ends the trailer
                 pos = eol + 2
-            elif state == _DONE:
+            else:  # _DONE
+                self._state = _DONE
                 self._buf = b""
                 if pos < n:
                     raise HttpError("server sent bytes after the end of the response")
+                if parts:
+                    self._body(parts[0] if len(parts) == 1 else b"".join(parts), t)
                 resp.end_t = t
                 self._finish_sse(t)
                 return True
+        self._state = state
         self._buf = buf[pos:] if pos < n else b""
+        if parts:
+            self._body(parts[0] if len(parts) == 1 else b"".join(parts), t)
         return False
 
-    def _parse_head(self, head: bytes) -> None:
+    def _parse_head(self, head: bytes) -> int:
+        """Parse status and headers; return the body state."""
         resp = self.resp
         lines = head.split(b"\r\n")
         status_line = lines[0].decode("latin-1")
@@ -259,19 +269,19 @@ class _Exchange:
                 headers[key.strip().lower()] = value.strip()
         conn = headers.get("connection", "").lower()
         resp.keep_alive = (conn != "close") if parts[0] == "HTTP/1.1" else (conn == "keep-alive")
+        self.sse = self.on_event is not None and resp.is_event_stream
         if self.is_head or resp.status in (204, 304) or 100 <= resp.status < 200:
-            self._state = _DONE
-        elif "chunked" in headers.get("transfer-encoding", "").lower():
-            self._state = _CHUNK_SIZE
-        elif "content-length" in headers:
+            return _DONE
+        if "chunked" in headers.get("transfer-encoding", "").lower():
+            return _CHUNK_SIZE
+        if "content-length" in headers:
             try:
                 self._remaining = int(headers["content-length"])
             except ValueError:
                 raise HttpError(f"bad Content-Length {headers['content-length']!r}") from None
-            self._state = _BODY_LEN if self._remaining > 0 else _DONE
-        else:
-            self._state = _BODY_EOF
-            resp.keep_alive = False
+            return _BODY_LEN if self._remaining > 0 else _DONE
+        resp.keep_alive = False
+        return _BODY_EOF
 
     def eof(self, t: float) -> bool:
         """Connection closed by the peer: True if that legitimately ends the response."""
@@ -369,8 +379,9 @@ class _Connection(asyncio.Protocol):
 class HttpClient:
     """Keep-alive connection pool for one server, with optional bearer token.
 
-    ``request()`` returns a :class:`Response`; for ``text/event-stream`` responses every SSE ``data``
-    payload goes to ``on_event(payload_bytes, arrival_perf_counter)`` instead of the body.
+    ``request()`` returns a :class:`Response`; for ``text/event-stream`` responses the SSE ``data``
+    payloads go to ``on_event(payloads, arrival_perf_counter)`` instead of the body: a list with every
+    event completed by one socket read, all stamped with that read's arrival time.
     """
 
     def __init__(

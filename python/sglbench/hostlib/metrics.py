@@ -264,6 +264,7 @@ def summarize_point(
     ends = [_get(r, "end_s") for r in recs if _get(r, "end_s") is not None]
     duration = (max(ends) - min(sends)) if sends and ends else 0.0
     out_tokens = sum(m.output_tokens for r, m in ok_pairs)
+    n_chunks = sum(len(m.icl_s) + 1 for _, m in ok_pairs if m.ttft_s is not None)
     in_tokens = sum(_get(r, "prompt_tokens") or 0 for r, _ in ok_pairs)
     e2e_sum = math.fsum(m.e2e_s for _, m in ok_pairs if m.e2e_s is not None)
 
@@ -309,6 +310,8 @@ def summarize_point(
         "output_throughput_tok_s": out_tokens / duration if duration > 0 else None,
         "input_throughput_tok_s": in_tokens / duration if duration > 0 else None,
         "request_throughput": len(ok_pairs) / duration if duration > 0 else None,
+        "total_chunks": n_chunks,
+        "chunk_throughput": n_chunks / duration if duration > 0 else None,
         "mean_concurrency": e2e_sum / duration if duration > 0 else None,
         "ttft_ms": distribution((m.ttft_s for _, m in ok_pairs if m.ttft_s is not None), 1000.0),
         "tpot_ms": distribution((m.tpot_s for _, m in ok_pairs if m.tpot_s is not None), 1000.0),

@@ -17,8 +17,10 @@ Optional: ``"id"`` (defaults to ``<source>:<line>``) and ``"category"`` (default
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -214,18 +216,21 @@ def resolve_prompt_source(spec: str, *, synthetic_n: int = 64, seed: int = 0) ->
     )
 
 
-def select_prompts(prompts: list[Prompt], n: int, seed: int) -> list[Prompt]:
-    """Deterministic choice of ``n`` prompts: a seeded shuffle, cycled when ``n`` exceeds the set.
+def iter_prompts(prompts: list[Prompt], seed: int) -> Iterator[Prompt]:
+    """Endless deterministic stream: seeded shuffles of the whole set, one after another.
 
-    Balanced: every prompt is used ``n // len`` or ``n // len + 1`` times, so categories keep their
-    share at any ``n``.
+    Balanced: after ``n`` draws every prompt was used ``n // len`` or ``n // len + 1`` times, so
+    categories keep their share at any ``n``.
     """
     if not prompts:
         raise PromptError("no prompts to choose from")
     rng = random.Random(seed)
-    out: list[Prompt] = []
-    while len(out) < n:
+    while True:
         order = list(prompts)
         rng.shuffle(order)
-        out.extend(order[: n - len(out)])
-    return out
+        yield from order
+
+
+def select_prompts(prompts: list[Prompt], n: int, seed: int) -> list[Prompt]:
+    """The first ``n`` prompts of :func:`iter_prompts`."""
+    return list(itertools.islice(iter_prompts(prompts, seed), n))

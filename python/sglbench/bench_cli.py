@@ -1,0 +1,358 @@
+"""``sglbench bench`` (prompt benchmark against a running server) and ``sglbench calibrate`` (the load
+generator's own ceiling against the built-in null server on loopback).
+
+Thin: parse and validate arguments, build a :class:`~sglbench.hostlib.loadgen.BenchSpec`, run it, write
+``summary.json`` + ``requests.jsonl`` (+ ``requests.parquet`` when pyarrow is importable) atomically.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from sglbench.hostlib import loadgen, metrics, prompts
+
+SCHEMA = "sglbench.bench/1"
+
+THRESHOLDS_HELP = (
+    "Client self-check: a point is marked invalid (summary.json: valid=false, invalid_reasons) when the "
+    f"p99 send lateness exceeds {metrics.MAX_SEND_LATENESS_P99_MS} ms, the p99 event-loop lag exceeds "
+    f"{metrics.MAX_LOOP_LAG_P99_MS} ms, the client process used more than "
+    f"{metrics.MAX_CLIENT_CPU_FRACTION:.0%} of one core, or (rate mode) fewer than "
+    f"{metrics.MIN_ACHIEVED_RATE_FRACTION:.0%} of the target request rate were sent."
+)
+
+
+class UsageError(Exception):
+    """Bad command-line input; exit code 2."""
+
+
+# -- argument helpers ---------------------------------------------------------------------------------
+def parse_int_list(text: str, flag: str) -> list[int]:
+    try:
+        vals = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise UsageError(f"{flag} takes comma-separated integers, e.g. 1,4,16 (got {text!r})") from None
+    if not vals or any(v < 1 for v in vals):
+        raise UsageError(f"{flag} needs integers >= 1 (got {text!r})")
+    return vals
+
+
+def parse_float_list(text: str, flag: str) -> list[float]:
+    try:
+        vals = [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise UsageError(f"{flag} takes comma-separated numbers, e.g. 2,4.5 (got {text!r})") from None
+    if not vals or any(v <= 0 for v in vals):
+        raise UsageError(f"{flag} needs numbers > 0 (got {text!r})")
+    return vals
+
+
+def read_api_key(path: str | None) -> str | None:
+    if path is None:
+        return None
+    try:
+        key = Path(path).expanduser().read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise UsageError(f"--api-key-file {path}: cannot read it ({exc.strerror or exc})") from None
+    if not key:
+        raise UsageError(f"--api-key-file {path} is empty; put the server's --api-key value in it")
+    return key
+
+
+def build_points(
+    concurrency: list[int] | None, rates: list[float] | None, ladder_cap: int | None
+) -> list[loadgen.LoadPoint]:
+    """Rates × (one cap) or a concurrency list, or the default 1, 2, 4, … ladder up to ``ladder_cap``."""
+    if rates:
+        if concurrency and len(concurrency) > 1:
+            raise UsageError(
+                "with --request-rate, --concurrency is the one in-flight cap: give a single value"
+            )
+        cap = concurrency[0] if concurrency else None
+        return [loadgen.LoadPoint(concurrency=cap, request_rate=r) for r in rates]
+    levels = concurrency or loadgen.concurrency_ladder(ladder_cap or loadgen.DEFAULT_MAX_CONCURRENCY)
+    return [loadgen.LoadPoint(concurrency=c) for c in levels]
+
+
+def slo_from_args(args: argparse.Namespace) -> metrics.Slo:
+    for name in ("slo_ttft_ms", "slo_tpot_ms", "slo_e2e_ms"):
+        v = getattr(args, name)
+        if v is not None and v <= 0:
+            raise UsageError(f"--{name.replace('_', '-')} must be > 0 ms")
+    return metrics.Slo(ttft_ms=args.slo_ttft_ms, tpot_ms=args.slo_tpot_ms, e2e_ms=args.slo_e2e_ms)
+
+
+# -- output -------------------------------------------------------------------------------------------
+def _atomic_write(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def campaign_summary(result: loadgen.CampaignResult) -> dict[str, Any]:
+    points = [pr.summary for pr in result.points]
+    aggregates = []
+    seen: dict[str, list[dict[str, Any]]] = {}
+    for pr in result.points:
+        seen.setdefault(pr.point.label(), []).append(pr.summary)
+    for pr in result.points:
+        label = pr.point.label()
+        if label not in seen:
+            continue
+        group = seen.pop(label)
+        aggregates.append(
+            {
+                "point": label,
+                "concurrency": pr.point.concurrency,
+                "request_rate": pr.point.request_rate,
+                **metrics.aggregate_repeats(group),
+            }
+        )
+    return {
+        "schema": SCHEMA,
+        "simulated": bool(result.meta.get("simulated")),
+        "meta": result.meta,
+        "points": points,
+        "aggregates": aggregates,
+    }
+
+
+def write_results(result: loadgen.CampaignResult, out: Path) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    rows = loadgen.record_rows(result)
+    written = []
+    lines = "".join(loadgen.dumps_compact(r) + "\n" for r in rows)
+    _atomic_write(out / "requests.jsonl", lines.encode())
+    written.append(out / "requests.jsonl")
+    parquet = write_parquet(rows, out / "requests.parquet")
+    if parquet is not None:
+        written.append(parquet)
+    summary = campaign_summary(result)
+    _atomic_write(out / "summary.json", (json.dumps(summary, indent=1, allow_nan=False) + "\n").encode())
+    written.insert(0, out / "summary.json")
+    return written
+
+
+def write_parquet(rows: list[dict[str, Any]], path: Path) -> Path | None:
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        return None
+    if not rows:
+        return None
+    table = pa.Table.from_pylist(rows)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    os.close(fd)
+    try:
+        pq.write_table(table, tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def _fmt(v: Any, spec: str = ".1f") -> str:
+    return "-" if v is None else format(v, spec)
+
+
+def format_table(summary: dict[str, Any]) -> str:
+    label = "SIMULATED — " if summary.get("simulated") else ""
+    head = (
+        f"{'point':>10} {'rep':>3} {'ok':>5} {'err':>4} {'tok/s':>9} {'req/s':>7} {'ttft50':>8} "
+        f"{'ttft99':>8} {'tpot50':>7} {'itl50':>7} {'e2e50':>8} {'accept':>6}  valid"
+    )
+    lines = [f"{label}{summary['meta'].get('api')} @ {summary['meta'].get('url')}", head]
+    for p in summary["points"]:
+        lines.append(
+            f"{p['point']:>10} {p['repeat']:>3} {p['n_ok']:>5} {p['n_err']:>4} "
+            f"{_fmt(p['output_throughput_tok_s']):>9} {_fmt(p['request_throughput'], '.2f'):>7} "
+            f"{_fmt(p['ttft_ms']['p50']):>8} {_fmt(p['ttft_ms']['p99']):>8} "
+            f"{_fmt(p['tpot_ms']['p50'], '.2f'):>7} "
+            f"{_fmt(p['itl_ms']['p50'], '.2f'):>7} {_fmt(p['e2e_ms']['p50']):>8} "
+            f"{_fmt(p['accept_length_mean'], '.2f'):>6}  "
+            + ("yes" if p["valid"] else "NO: " + "; ".join(p["invalid_reasons"]))
+        )
+    return "\n".join(lines)
+
+
+def _progress(msg: str) -> None:
+    print(f"sglbench bench: {msg}", file=sys.stderr, flush=True)
+
+
+# -- bench --------------------------------------------------------------------------------------------
+def _add_load_args(p: argparse.ArgumentParser, *, calibrate: bool) -> None:
+    p.add_argument(
+        "--api",
+        choices=loadgen.api_mod.APIS,
+        default="native",
+        help="native = POST /generate (default: server token counts + spec acceptance per request); "
+        "openai = /v1/completions; openai-chat = /v1/chat/completions",
+    )
+    p.add_argument(
+        "--concurrency",
+        help="comma-separated closed-loop concurrency levels, e.g. 1,4,16"
+        + (" (default 1,64,512)" if calibrate else "; default 1,2,4,… up to --max-concurrency")
+        + "; with --request-rate: a single in-flight cap",
+    )
+    p.add_argument("--num-prompts", type=int, default=None, help="requests per point and repeat")
+    p.add_argument("--duration", type=float, default=None, help="stop sending new requests after S seconds")
+    p.add_argument("--max-new-tokens", type=int, default=None, help="output tokens requested per request")
+    p.add_argument(
+        "--warmup", type=int, default=None, help="warmup requests per point (default: concurrency, ≤64)"
+    )
+    p.add_argument("--seed", type=int, default=0, help="base seed; repeat r uses seed+r (default 0)")
+    p.add_argument("--out", type=Path, default=None, help="directory for summary.json and requests.jsonl")
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = subparsers.add_parser(
+        "bench",
+        help="run the prompt benchmark against a running SGLang server",
+        description="Drive an SGLang server with streamed requests and write per-request records and a "
+        "per-point summary. " + THRESHOLDS_HELP,
+    )
+    p.add_argument("--url", required=True, help="server base URL, e.g. http://127.0.0.1:30000")
+    _add_load_args(p, calibrate=False)
+    p.add_argument("--model", help="model name for the OpenAI routes (default: first id of /v1/models)")
+    p.add_argument(
+        "--prompts",
+        default=prompts.DEFAULT_PROMPT_SET,
+        help=f"shipped set ({', '.join((*prompts.SHIPPED_SETS, prompts.MIXED_SET))}; comma-join several), "
+        "synthetic:INPUT_LEN (random token ids, native/openai only), or a JSONL file",
+    )
+    p.add_argument(
+        "--max-concurrency",
+        type=int,
+        help="cap of the default ladder (default: server's effective "
+        "max running requests from /server_info, else 64)",
+    )
+    p.add_argument("--request-rate", help="Poisson request rate(s) in req/s, comma-separated (open loop)")
+    p.add_argument(
+        "--repeats", type=int, default=3, help="repeats per point with seeds seed..seed+R-1 (default 3)"
+    )
+    p.add_argument("--ignore-eos", action="store_true", help="always generate --max-new-tokens tokens")
+    p.add_argument("--temperature", type=float, default=0.0, help="sampling temperature (default 0 = greedy)")
+    p.add_argument("--api-key-file", help="file holding the server API key (sent as Authorization: Bearer)")
+    p.add_argument("--slo-ttft-ms", type=float, help="goodput SLO on TTFT (ms)")
+    p.add_argument("--slo-tpot-ms", type=float, help="goodput SLO on TPOT (ms)")
+    p.add_argument("--slo-e2e-ms", type=float, help="goodput SLO on end-to-end latency (ms)")
+    p.add_argument("--no-flush-cache", action="store_true", help="do not POST /flush_cache between points")
+    p.add_argument(
+        "--simulated",
+        action="store_true",
+        default=None,
+        help="label results as simulated (default: ask the server; the stand-in says so itself)",
+    )
+    p.add_argument(
+        "--request-timeout", type=float, default=600.0, help="per-request timeout in s (default 600)"
+    )
+    p.add_argument("--overwrite", action="store_true", help="replace results already in --out")
+    p.set_defaults(func=run_bench)
+
+
+def _check_common(args: argparse.Namespace) -> None:
+    if args.num_prompts is not None and args.num_prompts < 1:
+        raise UsageError("--num-prompts must be >= 1")
+    if args.duration is not None and args.duration <= 0:
+        raise UsageError("--duration must be > 0 seconds")
+    if args.max_new_tokens is not None and args.max_new_tokens < 1:
+        raise UsageError("--max-new-tokens must be >= 1")
+    if args.warmup is not None and args.warmup < 0:
+        raise UsageError("--warmup must be >= 0")
+
+
+def _prepare_out(out: Path | None, overwrite: bool) -> None:
+    if out is None:
+        return
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out} exists and is not a directory")
+    if (out / "summary.json").exists() and not overwrite:
+        raise UsageError(
+            f"--out {out} already holds results (summary.json); choose a new directory or pass --overwrite"
+        )
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    try:
+        return _run_bench(args)
+    except UsageError as exc:
+        print(f"sglbench bench: error: {exc}", file=sys.stderr)
+        return 2
+    except (loadgen.LoadgenError, prompts.PromptError) as exc:
+        print(f"sglbench bench: error: {exc}", file=sys.stderr)
+        return 2 if isinstance(exc, prompts.PromptError) else 1
+
+
+def _run_bench(args: argparse.Namespace) -> int:
+    _check_common(args)
+    if args.out is None:
+        raise UsageError("--out DIR is required")
+    _prepare_out(args.out, args.overwrite)
+    if args.repeats < 1:
+        raise UsageError("--repeats must be >= 1")
+    if args.max_concurrency is not None and args.max_concurrency < 1:
+        raise UsageError("--max-concurrency must be >= 1")
+    concurrency = parse_int_list(args.concurrency, "--concurrency") if args.concurrency else None
+    rates = parse_float_list(args.request_rate, "--request-rate") if args.request_rate else None
+    api_key = read_api_key(args.api_key_file)
+    slo = slo_from_args(args)
+    prompt_list = prompts.resolve_prompt_source(
+        args.prompts, synthetic_n=max(64, args.num_prompts or 0), seed=args.seed
+    )
+    cap = args.max_concurrency
+    if not concurrency and not rates and cap is None:
+        info = loadgen.fetch_server_info(args.url, api_key)
+        cap = loadgen.effective_max_running_requests(info)
+        _progress(
+            f"ladder capped at {cap or loadgen.DEFAULT_MAX_CONCURRENCY} "
+            f"({'server effective max running requests' if cap else 'default'})"
+        )
+    spec = loadgen.BenchSpec(
+        url=args.url,
+        prompts=prompt_list,
+        points=build_points(concurrency, rates, cap),
+        api=args.api,
+        model=args.model,
+        sampling=loadgen.SamplingSpec(
+            max_new_tokens=args.max_new_tokens or 256,
+            temperature=args.temperature,
+            ignore_eos=args.ignore_eos,
+        ),
+        num_prompts=args.num_prompts or (10**9 if args.duration else 200),
+        duration_s=args.duration,
+        warmup=args.warmup,
+        repeats=args.repeats,
+        seed=args.seed,
+        flush_cache=not args.no_flush_cache,
+        api_key=api_key,
+        request_timeout_s=args.request_timeout,
+        slo=slo,
+        simulated=args.simulated,
+    )
+    try:
+        spec.validate()
+    except loadgen.LoadgenError as exc:
+        raise UsageError(str(exc)) from None
+    result = loadgen.run_campaign(spec, progress=_progress)
+    result.meta["prompts"] = args.prompts
+    result.meta["command"] = "bench"
+    files = write_results(result, args.out)
+    summary = json.loads(files[0].read_text())
+    print(format_table(summary))
+    print("wrote " + ", ".join(str(f) for f in files))
+    return 0

@@ -1,0 +1,186 @@
+"""``sglbench calibrate``: the load generator's own ceiling against the built-in null server.
+
+The null server runs in separate processes on loopback (so its CPU is not charged to the client), streams
+chunks with known timing, and the same load code as ``sglbench bench`` drives it. The report gives
+requests/s and chunks/s per concurrency and whether the client self-check would flag a real run at that
+load. ``benchmarks/client_ceiling.py`` builds on this to compare against a bench_serving-like client.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from sglbench.bench_cli import (
+    THRESHOLDS_HELP,
+    UsageError,
+    _add_load_args,
+    _check_common,
+    _fmt,
+    _prepare_out,
+    _progress,
+    parse_int_list,
+    write_results,
+)
+from sglbench.hostlib import loadgen, prompts
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    c = subparsers.add_parser(
+        "calibrate",
+        help="measure the load generator's own ceiling against a built-in null server on loopback",
+        description="Start a null SGLang server (separate process, loopback) that streams chunks with "
+        "known timing, run the same load against it and report requests/s and chunks/s the client "
+        "sustained. " + THRESHOLDS_HELP,
+    )
+    _add_load_args(c, calibrate=True)
+    c.add_argument("--chunk-tokens", type=int, default=1, help="tokens per streamed chunk (default 1)")
+    c.add_argument("--ttft-ms", type=float, default=0.0, help="null server time to first chunk (default 0)")
+    c.add_argument("--gap-ms", type=float, default=0.0, help="null server gap between chunks (default 0)")
+    c.add_argument("--server-procs", type=int, default=1, help="null server processes sharing the port")
+    c.set_defaults(func=run_calibrate)
+
+
+class NullServerProcesses:
+    """Null server in separate processes (so its CPU is not charged to the client) on one port."""
+
+    def __init__(self, args: list[str], procs: int) -> None:
+        self.args = args
+        self.procs = procs
+        self.popen: list[subprocess.Popen[str]] = []
+        self.port = 0
+
+    def _spawn(self, port: int) -> int:
+        env = dict(os.environ)
+        src = str(Path(__file__).resolve().parent.parent)
+        env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        cmd = [
+            sys.executable,
+            "-m",
+            "sglbench.hostlib.nullserver",
+            "--port",
+            str(port),
+            "--reuse-port",
+            *self.args,
+        ]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env)
+        self.popen.append(proc)
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        if not line.startswith("LISTENING "):
+            raise loadgen.LoadgenError(f"null server did not start (got {line!r}); command: {' '.join(cmd)}")
+        return int(line.split()[1])
+
+    def __enter__(self) -> NullServerProcesses:
+        try:
+            self.port = self._spawn(0)
+            for _ in range(self.procs - 1):
+                self._spawn(self.port)
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for proc in self.popen:
+            proc.terminate()
+        for proc in self.popen:
+            try:
+                proc.wait(5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+
+def run_calibrate(args: argparse.Namespace) -> int:
+    try:
+        _check_common(args)
+        if args.chunk_tokens < 1:
+            raise UsageError("--chunk-tokens must be >= 1")
+        if args.server_procs < 1:
+            raise UsageError("--server-procs must be >= 1")
+        if args.ttft_ms < 0 or args.gap_ms < 0:
+            raise UsageError("--ttft-ms and --gap-ms must be >= 0")
+        _prepare_out(args.out, overwrite=False)
+        levels = parse_int_list(args.concurrency, "--concurrency") if args.concurrency else [1, 64, 512]
+        server_args = [
+            "--chunk-tokens",
+            str(args.chunk_tokens),
+            "--ttft-ms",
+            str(args.ttft_ms),
+            "--gap-ms",
+            str(args.gap_ms),
+            "--spec",
+        ]
+        with NullServerProcesses(server_args, args.server_procs) as srv:
+            if args.api == "openai-chat":
+                prompt_list = [prompts.Prompt("calibrate", "chat", text="calibrate " * 128)]
+            else:
+                prompt_list = prompts.synthetic_prompts(64, 128, args.seed)
+            spec = loadgen.BenchSpec(
+                url=srv.url,
+                prompts=prompt_list,
+                points=[loadgen.LoadPoint(concurrency=c) for c in levels],
+                api=args.api,
+                sampling=loadgen.SamplingSpec(max_new_tokens=args.max_new_tokens or 128, ignore_eos=True),
+                num_prompts=args.num_prompts or (10**9 if args.duration else 2000),
+                duration_s=args.duration,
+                warmup=args.warmup,
+                repeats=1,
+                seed=args.seed,
+                simulated=True,
+            )
+            t = time.perf_counter()
+            result = loadgen.run_campaign(spec, progress=_progress)
+            elapsed = time.perf_counter() - t
+    except UsageError as exc:
+        print(f"sglbench calibrate: error: {exc}", file=sys.stderr)
+        return 2
+    except loadgen.LoadgenError as exc:
+        print(f"sglbench calibrate: error: {exc}", file=sys.stderr)
+        return 1
+    result.meta["command"] = "calibrate"
+    result.meta["null_server"] = {
+        "chunk_tokens": args.chunk_tokens,
+        "ttft_ms": args.ttft_ms,
+        "gap_ms": args.gap_ms,
+        "procs": args.server_procs,
+    }
+    print(format_calibration(result, elapsed))
+    if args.out is not None:
+        files = write_results(result, args.out)
+        print("wrote " + ", ".join(str(f) for f in files))
+    return 0
+
+
+def format_calibration(result: loadgen.CampaignResult, elapsed: float) -> str:
+    lines = [
+        f"client ceiling vs null server ({result.meta['api']}, {result.meta['sampling']['max_new_tokens']} "
+        f"tokens/request, chunk={result.meta.get('null_server', {}).get('chunk_tokens', '?')} tokens)",
+        f"{'streams':>8} {'req/s':>9} {'chunks/s':>10} {'tok/s':>10} {'cpu':>5} {'late p99 ms':>11} "
+        f"{'lag p99 ms':>10}  client-bound?",
+    ]
+    for pr in result.points:
+        s = pr.summary
+        c = s["client"] or {}
+        cpu = c.get("cpu_fraction")
+        lines.append(
+            f"{pr.point.concurrency:>8} {_fmt(s['request_throughput']):>9} "
+            f"{_fmt(s['chunk_throughput'], '.0f'):>10} "
+            f"{_fmt(s['output_throughput_tok_s'], '.0f'):>10} {_fmt(cpu and cpu * 100, '.0f'):>4}% "
+            f"{_fmt(c.get('send_lateness_ms', {}).get('p99'), '.2f'):>11} "
+            f"{_fmt(c.get('loop_lag_ms', {}).get('p99'), '.2f'):>10}  "
+            + ("no" if s["valid"] else "yes: " + "; ".join(s["invalid_reasons"]))
+        )
+    lines.append(
+        f"(total {elapsed:.1f} s; 'client-bound' = the self-check would mark a real run at this load invalid)"
+    )
+    return "\n".join(lines)
