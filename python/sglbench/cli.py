@@ -12,8 +12,11 @@ import sys
 
 # (subcommand, module). A module registers its parser and sets `func(args) -> int`.
 SUBCOMMANDS: list[tuple[str, str]] = [
+    ("bench", "sglbench.bench_cli"),
+    ("calibrate", "sglbench.calibrate_cli"),
     ("plan", "sglbench.plan_cli"),
     ("summarize", "sglbench.summarize"),
+    ("compare", "sglbench.compare"),
 ]
 
 
