@@ -1,0 +1,246 @@
+"""``sglbench compare RUN_A RUN_B``: what changed between two campaigns, regressions beyond noise flagged.
+
+Cells are matched on (host, TP, config, prompt set, load point); when the two runs used different host
+names, the host is left out of the match. For each matched cell with throughput in both runs:
+
+- ratio = mean tok/s in B / mean tok/s in A, with a 95% percentile-bootstrap interval from independent
+  replicates of both runs (same method as the summary, :mod:`sglbench.bootstrap`);
+- **regression** when the whole interval lies below 1 and the ratio is below ``1 - min_effect``
+  (default 2%): slower beyond noise and by a margin worth reading;
+- **improvement** symmetrically (interval above 1, ratio above ``1 + min_effect``);
+- otherwise **unchanged** (within noise). Without a noise estimate (one repeat, no request rows) the
+  interval is unknown and only a change beyond ``--no-ci-threshold`` (default 10%) is flagged.
+
+Outcome changes are reported too: ok in A but failed or skipped in B is a regression; the reverse is
+an improvement; cells only in one run are ``new`` or ``gone``. Exit code: 1 when any regression is
+flagged, 0 otherwise, 2 on unreadable input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from sglbench import bootstrap
+from sglbench.results import Results
+from sglbench.summarize import CELL_KEYS, _samples, fmt_ci, load_or_exit
+
+MATCH_KEYS = ["host", "tp", "config", "prompt_set", "point"]
+DEFAULT_MIN_EFFECT = 0.02
+DEFAULT_NO_CI_THRESHOLD = 0.10
+
+
+def _cells(res: Results, keys: list[str]) -> dict[tuple[Any, ...], dict[str, Any]]:
+    out: dict[tuple[Any, ...], dict[str, Any]] = {}
+    samples = _samples(res.points, res.requests) if len(res.points) else {}
+    conc = {}
+    for row in res.points.itertuples(index=False):
+        conc[(row.config, row.tp, row.point)] = row.concurrency
+    for full_key, s in samples.items():
+        d = dict(zip(CELL_KEYS, full_key, strict=True))
+        k = tuple(d[c] for c in keys)
+        cell = out.setdefault(k, {"samples": [], "outcome": "ok"})
+        cell["samples"].extend(s)
+        cell["concurrency"] = conc.get((d["config"], d["tp"], d["point"]))
+    return out
+
+
+def _outcomes(res: Results, keys: list[str]) -> dict[tuple[Any, ...], tuple[str, Any]]:
+    return {
+        tuple(att[c] for c in keys): (att["outcome"], att["cause"]) for att in res.attempts.to_dict("records")
+    }
+
+
+def compare(
+    a: Results,
+    b: Results,
+    *,
+    min_effect: float = DEFAULT_MIN_EFFECT,
+    no_ci_threshold: float = DEFAULT_NO_CI_THRESHOLD,
+    seed: int = bootstrap.DEFAULT_SEED,
+    n_boot: int = bootstrap.DEFAULT_BOOT,
+) -> pd.DataFrame:
+    """One row per matched cell: tok/s in A and B, ratio with CI, and a status (see module docstring)."""
+    hosts_a, hosts_b = set(a.attempts["host"]), set(b.attempts["host"])
+    keys = MATCH_KEYS if hosts_a & hosts_b else [k for k in MATCH_KEYS if k != "host"]
+    ca, cb = _cells(a, keys), _cells(b, keys)
+    att_keys = [k for k in keys if k not in ("prompt_set", "point")]
+    oa, ob = _outcomes(a, att_keys), _outcomes(b, att_keys)
+    rows = []
+    for k in sorted(set(ca) | set(cb), key=lambda t: tuple(str(x) for x in t)):
+        d: dict[str, Any] = dict(zip(keys, k, strict=True))
+        ak = tuple(d[c] for c in att_keys)
+        x, y = ca.get(k), cb.get(k)
+        d["concurrency"] = (y or x or {}).get("concurrency")
+        out_a, out_b = oa.get(ak, (None, None)), ob.get(ak, (None, None))
+        d["outcome_a"], d["outcome_b"] = out_a[0], out_b[0]
+        sa, sb = (x or {}).get("samples") or [], (y or {}).get("samples") or []
+        d["tok_s_a"] = sum(s.throughput for s in sa) / len(sa) if sa else math.nan
+        d["tok_s_b"] = sum(s.throughput for s in sb) / len(sb) if sb else math.nan
+        d["ratio"] = d["ratio_ci_low"] = d["ratio_ci_high"] = math.nan
+        if out_a[0] == "ok" and out_b[0] not in (None, "ok"):
+            d["status"] = f"regression: now {out_b[0]} ({out_b[1] or 'unknown'})"
+        elif out_b[0] == "ok" and out_a[0] not in (None, "ok"):
+            d["status"] = f"improvement: was {out_a[0]} ({out_a[1] or 'unknown'})"
+        elif x is None:
+            d["status"] = "new"
+        elif y is None:
+            d["status"] = "gone"
+        else:
+            label = "compare|" + "|".join(map(str, k))
+            est = bootstrap.ratio(sb, sa, seed=seed, label=label, n_boot=n_boot)
+            d["ratio"], d["ratio_ci_low"], d["ratio_ci_high"] = est.value, est.ci_low, est.ci_high
+            d["status"] = classify(est, min_effect=min_effect, no_ci_threshold=no_ci_threshold)
+        rows.append(d)
+    # Attempts without points in either run (both failed/skipped, or only one run has them).
+    with_points = {tuple(dict(zip(keys, k, strict=True))[c] for c in att_keys) for k in set(ca) | set(cb)}
+    for ak in sorted(set(oa) | set(ob), key=lambda t: tuple(str(x) for x in t)):
+        if ak in with_points:
+            continue
+        out_a, out_b = oa.get(ak, (None, None)), ob.get(ak, (None, None))
+        d = dict(zip(att_keys, ak, strict=True))
+        d.update(
+            prompt_set=None,
+            point=None,
+            concurrency=None,
+            outcome_a=out_a[0],
+            outcome_b=out_b[0],
+            tok_s_a=math.nan,
+            tok_s_b=math.nan,
+            ratio=math.nan,
+            ratio_ci_low=math.nan,
+            ratio_ci_high=math.nan,
+        )
+        if out_a[0] is None:
+            d["status"] = "new"
+        elif out_b[0] is None:
+            d["status"] = "gone"
+        elif out_a == out_b:
+            d["status"] = "unchanged"
+        else:
+            d["status"] = f"changed: {out_a[1] or out_a[0]} -> {out_b[1] or out_b[0]}"
+        rows.append(d)
+    cols = [
+        *keys,
+        "concurrency",
+        "outcome_a",
+        "outcome_b",
+        "tok_s_a",
+        "tok_s_b",
+        "ratio",
+        "ratio_ci_low",
+        "ratio_ci_high",
+        "status",
+    ]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def classify(est: bootstrap.Estimate, *, min_effect: float, no_ci_threshold: float) -> str:
+    """The documented rule (module docstring) applied to a B/A throughput ratio."""
+    if math.isnan(est.value):
+        return "unchanged"
+    if math.isnan(est.ci_low) or math.isnan(est.ci_high):
+        if est.value < 1 - no_ci_threshold:
+            return "regression (no CI)"
+        if est.value > 1 + no_ci_threshold:
+            return "improvement (no CI)"
+        return "unchanged"
+    if est.ci_high < 1 and est.value < 1 - min_effect:
+        return "regression"
+    if est.ci_low > 1 and est.value > 1 + min_effect:
+        return "improvement"
+    return "unchanged"
+
+
+def to_markdown(table: pd.DataFrame, a: Results, b: Results) -> str:
+    lines = []
+    if a.simulated or b.simulated:
+        lines.append("**SIMULATED: at least one run comes from the SGLang stand-in (sim host).**\n")
+    ra, rb = ", ".join(a.runs["run_id"]), ", ".join(b.runs["run_id"])
+    n_reg = int(table["status"].str.startswith("regression").sum())
+    n_imp = int(table["status"].str.startswith("improvement").sum())
+    lines.append(f"# sglbench compare: A = {ra}  ->  B = {rb}\n")
+    lines.append(
+        f"{n_reg} regression(s), {n_imp} improvement(s), {len(table)} cell(s). Rule: B/A tok/s ratio with a "
+        "95% bootstrap CI; regression when the CI is entirely below 1 and the drop exceeds the minimum "
+        "effect; outcome ok -> failed/skipped is a regression.\n"
+    )
+    order = table.assign(_r=~table["status"].str.startswith(("regression", "improvement")))
+    order = order.sort_values(["_r", "tp", "config", "concurrency"], kind="stable", na_position="last")
+    cols = [
+        "status",
+        "tp",
+        "config",
+        "prompt_set",
+        "concurrency",
+        "A tok/s",
+        "B tok/s",
+        "B/A [95% CI]",
+        "outcome A -> B",
+    ]
+    lines.append("| " + " | ".join(cols) + " |")
+    lines.append("|" + "|".join("---" for _ in cols) + "|")
+    for _, r in order.iterrows():
+        cells = [
+            f"**{r['status']}**" if str(r["status"]).startswith("regression") else str(r["status"]),
+            str(r["tp"]),
+            str(r["config"]),
+            str(r["prompt_set"] if r["prompt_set"] is not None else "-"),
+            "-" if r["concurrency"] is None or pd.isna(r["concurrency"]) else str(int(r["concurrency"])),
+            fmt_ci(r["tok_s_a"], None, None),
+            fmt_ci(r["tok_s_b"], None, None),
+            fmt_ci(r["ratio"], r["ratio_ci_low"], r["ratio_ci_high"], ".3f"),
+            f"{r['outcome_a'] or '-'} -> {r['outcome_b'] or '-'}",
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = subparsers.add_parser(
+        "compare",
+        help="what changed between two campaigns; regressions beyond noise flagged (exit 1)",
+        description=(__doc__ or "").split("\n\n", 1)[1].replace("%", "%%"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("run_a", type=Path, metavar="RUN_A", help="the reference run dir")
+    p.add_argument("run_b", type=Path, metavar="RUN_B", help="the run to check")
+    p.add_argument("--format", choices=("md", "csv"), default="md")
+    p.add_argument(
+        "--min-effect",
+        type=float,
+        default=DEFAULT_MIN_EFFECT,
+        help="smallest relative change flagged when the CI excludes 1 (default 0.02)",
+    )
+    p.add_argument(
+        "--no-ci-threshold",
+        type=float,
+        default=DEFAULT_NO_CI_THRESHOLD,
+        help="relative change flagged when there is no CI (default 0.10)",
+    )
+    p.add_argument("--seed", type=int, default=bootstrap.DEFAULT_SEED)
+    p.set_defaults(func=run_compare)
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    if not (0 <= args.min_effect < 1) or not (0 <= args.no_ci_threshold < 1):
+        print(
+            "sglbench compare: error: --min-effect and --no-ci-threshold are fractions in [0, 1)",
+            file=sys.stderr,
+        )
+        return 2
+    a = load_or_exit([args.run_a], "compare")
+    b = load_or_exit([args.run_b], "compare") if a is not None else None
+    if a is None or b is None:
+        return 2
+    table = compare(a, b, min_effect=args.min_effect, no_ci_threshold=args.no_ci_threshold, seed=args.seed)
+    if args.format == "csv":
+        sys.stdout.write(table.to_csv(index=False))
+    else:
+        print(to_markdown(table, a, b))
+    return 1 if table["status"].str.startswith("regression").any() else 0

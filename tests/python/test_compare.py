@@ -1,0 +1,76 @@
+"""sglbench compare: the regression rule on constructed runs."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import recordfactory as rf
+
+from sglbench import bootstrap, cli, compare, results
+
+
+def _run(
+    root: Path, run_id: str, ar: list[float], spec: list[float] | None, spec_outcome: str = "ok"
+) -> Path:
+    rf.write(
+        root,
+        rf.record(
+            run_id=run_id, config="ar", benchmark=rf.bench([rf.point(4, i, v) for i, v in enumerate(ar)])
+        ),
+    )
+    if spec_outcome == "ok":
+        pts = [rf.point(4, i, v) for i, v in enumerate(spec or [])]
+        rf.write(root, rf.record(run_id=run_id, config="dflash", algorithm="DFLASH", benchmark=rf.bench(pts)))
+    else:
+        rf.write(
+            root,
+            rf.record(
+                run_id=run_id,
+                config="dflash",
+                algorithm="DFLASH",
+                outcome=spec_outcome,
+                failure={"phase": "health", "cause": "cuda_oom", "message": "OOM"},
+            ),
+        )
+    return root / run_id
+
+
+def _status(table, config: str) -> str:
+    return table[table.config == config].iloc[0]["status"]
+
+
+def test_clear_drop_is_a_regression_and_noise_is_not(tmp_path: Path) -> None:
+    a = results.load(_run(tmp_path, "a", [100.0, 101.0, 99.0], [200.0, 202.0, 198.0]))
+    b = results.load(_run(tmp_path, "b", [100.5, 99.5, 100.0], [150.0, 152.0, 148.0]))
+    t = compare.compare(a, b)
+    assert _status(t, "ar") == "unchanged"
+    assert _status(t, "dflash") == "regression"
+    row = t[t.config == "dflash"].iloc[0]
+    assert row.ratio == pytest.approx(0.75) and row.ratio_ci_high < 1
+
+
+def test_classify_rule() -> None:
+    c = compare.classify
+    kw = {"min_effect": 0.02, "no_ci_threshold": 0.1}
+    assert c(bootstrap.Estimate(0.97, 0.95, 0.99), **kw) == "regression"
+    assert c(bootstrap.Estimate(0.99, 0.985, 0.995), **kw) == "unchanged"  # real but below min effect
+    assert c(bootstrap.Estimate(0.90, 0.80, 1.01), **kw) == "unchanged"  # CI includes 1
+    assert c(bootstrap.Estimate(1.10, 1.05, 1.15), **kw) == "improvement"
+    assert c(bootstrap.Estimate(0.85, math.nan, math.nan), **kw) == "regression (no CI)"
+    assert c(bootstrap.Estimate(0.95, math.nan, math.nan), **kw) == "unchanged"
+
+
+def test_outcome_change_is_a_regression_and_cli_exits_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a_dir = _run(tmp_path, "a", [100.0, 100.0], [200.0, 210.0])
+    b_dir = _run(tmp_path, "b", [100.0, 100.0], None, spec_outcome="failed")
+    t = compare.compare(results.load(a_dir), results.load(b_dir))
+    assert "regression: now failed (cuda_oom)" in set(t.status)
+    assert cli.main(["compare", str(a_dir), str(b_dir)]) == 1
+    out = capsys.readouterr().out
+    assert "1 regression(s)" in out and "**regression: now failed (cuda_oom)**" in out
+    assert cli.main(["compare", str(a_dir), str(a_dir)]) == 0
+    assert cli.main(["compare", str(a_dir), str(tmp_path / "nope")]) == 2
