@@ -1,0 +1,187 @@
+"""One lock per GPU host, so two campaigns never run on the same host at once.
+
+A lock is ``fcntl.flock`` on ``<lock dir>/<host>.lock``; the holder writes its pid, user, controller
+hostname, start time and command into the file, so a second campaign can say who holds it. The kernel
+drops the lock when the holder exits (even on SIGKILL), so there are no stale locks to clean up; a
+leftover file with holder details but no flock on it is simply taken over.
+
+Locks are per controller: they coordinate every ``sglbench run`` started on this machine (any user,
+when the lock dir is shared: ``/run/lock/sglbench`` by default).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import getpass
+import json
+import os
+import re
+import socket
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+POLL_S = 0.5
+
+
+def default_lock_dir() -> Path:
+    """``$SGLBENCH_LOCK_DIR``, else ``/run/lock/sglbench`` (shared by every user), else the user state dir."""
+    env = os.environ.get("SGLBENCH_LOCK_DIR")
+    if env:
+        return Path(env)
+    run_lock = Path("/run/lock")
+    if run_lock.is_dir() and os.access(run_lock, os.W_OK):
+        return run_lock / "sglbench"
+    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(state) / "sglbench" / "locks"
+
+
+def lock_name(host: str) -> str:
+    """File-system-safe name for a host (``gpu-1.example.org`` stays readable)."""
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", host).strip(".") or "_"
+    return f"{safe}.lock"
+
+
+@dataclass(frozen=True)
+class Holder:
+    host: str
+    pid: int
+    user: str
+    controller: str
+    started_at: float
+    command: str
+
+    def describe(self) -> str:
+        when = time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(self.started_at))
+        return f"{self.user} (pid {self.pid} on {self.controller}) since {when}, running: {self.command}"
+
+
+class LockBusy(Exception):
+    """The host is locked by another campaign."""
+
+    def __init__(self, host: str, holder: Holder | None, path: Path, waited_s: float) -> None:
+        who = holder.describe() if holder else "an unknown process (no holder details in the lock file)"
+        waited = f" after waiting {waited_s:.0f} s" if waited_s > 0 else ""
+        super().__init__(
+            f"GPU host {host} is busy{waited}: held by {who}. Lock file: {path}. Wait for it to finish, "
+            "or pass --wait SECONDS to queue behind it."
+        )
+        self.host = host
+        self.holder = holder
+        self.path = path
+
+
+def read_holder(path: Path) -> Holder | None:
+    try:
+        data: Any = json.loads(path.read_text(encoding="utf-8") or "null")
+        return Holder(**data) if isinstance(data, dict) else None
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+class HostLock:
+    """Exclusive lock of one GPU host (context manager)."""
+
+    def __init__(self, host: str, lock_dir: Path | None = None, command: str | None = None) -> None:
+        self.host = host
+        self.lock_dir = Path(lock_dir) if lock_dir else default_lock_dir()
+        self.path = self.lock_dir / lock_name(host)
+        self.command = command or " ".join(sys.argv)
+        self._fd: int | None = None
+
+    def try_acquire(self) -> bool:
+        if not self.lock_dir.is_dir():
+            self.lock_dir.mkdir(parents=True, exist_ok=True)
+            if self.lock_dir.parent == Path("/run/lock"):  # shared by every user, like /tmp
+                with contextlib.suppress(OSError):
+                    os.chmod(self.lock_dir, 0o1777)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        holder = Holder(
+            host=self.host,
+            pid=os.getpid(),
+            user=_user(),
+            controller=socket.gethostname(),
+            started_at=time.time(),
+            command=self.command,
+        )
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, (json.dumps(asdict(holder)) + "\n").encode(), 0)
+        os.fsync(fd)
+        self._fd = fd
+        return True
+
+    def acquire(self, wait_s: float = 0.0, sleep: Callable[[float], None] = time.sleep) -> None:
+        """Take the lock, waiting up to ``wait_s`` seconds; raise :class:`LockBusy` naming the holder."""
+        start = time.monotonic()
+        while True:
+            if self.try_acquire():
+                return
+            waited = time.monotonic() - start
+            if waited >= wait_s:
+                raise LockBusy(self.host, read_holder(self.path), self.path, waited if wait_s > 0 else 0.0)
+            sleep(min(POLL_S, max(0.0, wait_s - waited)))
+
+    def release(self) -> None:
+        if self._fd is None:
+            return
+        with contextlib.suppress(OSError):
+            os.ftruncate(self._fd, 0)
+        fcntl.flock(self._fd, fcntl.LOCK_UN)
+        os.close(self._fd)
+        self._fd = None
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def __enter__(self) -> HostLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return str(os.getuid())
+
+
+@contextlib.contextmanager
+def lock_hosts(
+    hosts: Sequence[str],
+    lock_dir: Path | None = None,
+    *,
+    wait_s: float = 0.0,
+    command: str | None = None,
+    on_wait: Callable[[str, Holder | None], None] | None = None,
+) -> Iterator[list[HostLock]]:
+    """Lock every host (in sorted order, so two campaigns never deadlock); all or none.
+
+    ``on_wait(host, holder)`` is called once per host that is busy when we start waiting on it.
+    """
+    locks: list[HostLock] = []
+    deadline = time.monotonic() + wait_s
+    try:
+        for host in sorted(set(hosts)):
+            lk = HostLock(host, lock_dir, command)
+            if not lk.try_acquire():
+                if on_wait is not None and wait_s > 0:
+                    on_wait(host, read_holder(lk.path))
+                lk.acquire(max(0.0, deadline - time.monotonic()))
+            locks.append(lk)
+        yield locks
+    finally:
+        for lk in reversed(locks):
+            lk.release()
