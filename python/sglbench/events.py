@@ -1,0 +1,262 @@
+"""ansible-runner events -> campaign progress, as pure functions (unit-tested on recorded events).
+
+``apply_event(state, event) -> state`` folds one runner event dict (``event``, ``created``,
+``event_data.{host, task, role, res}``) into a new :class:`Progress` without touching the old one;
+``progress_lines`` renders one line per GPU host (phase and config, N of M, elapsed, ETA) and
+``failure_kind`` decides whether the run itself could not proceed.
+
+What the events carry (roles/sglang_*; task names are the contract, see docs/operations.md):
+
+- ``units | Compute the unit instances of the matrix``: ``res.ansible_facts.sglang_units_instances``
+  (name, config, tp of every unit) and ``preflight | Select the TP phases to run``:
+  ``res.ansible_facts.sglang_preflight_phases`` -> the attempts planned per host (M);
+- ``cycle | Begin the attempt of <instance>`` starts attempt N; ``cycle | Enter the <phase> phase``
+  moves it through stop/start/health/probe/bench; ``cycle | Report <instance>`` ends it with
+  ``res.msg`` = ``"<instance>: <outcome> (<phase>: <cause>), ..."``;
+- ``runner_on_unreachable``; failures in the preflight/units plays (nothing ran); ``playbook_on_stats``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+SETUP_ROLES = ("sglang_preflight", "sglang_units")
+PHASE_TASK = re.compile(r"^cycle \| Enter the (?P<phase>\w+) phase")
+BEGIN_TASK = re.compile(r"^cycle \| Begin the attempt of (?P<instance>\S+)")
+REPORT_TASK = re.compile(r"^cycle \| Report (?P<instance>\S+)")
+INSTANCE_TP = re.compile(r"-tp(?P<tp>\d+)$")
+PHASE_NAMES = {"bench": "benchmark"}
+
+
+@dataclass(frozen=True)
+class Attempt:
+    instance: str
+    outcome: str  # ok | failed | skipped | ?
+    detail: str  # rest of the report line, e.g. "(health: zero_requests), ready in 5.8 s"
+
+
+@dataclass(frozen=True)
+class HostProgress:
+    host: str
+    phase: str = "preflight"
+    instance: str | None = None
+    tp: int | None = None
+    total: int | None = None
+    done: tuple[Attempt, ...] = ()
+    first_seen: float | None = None
+    first_attempt_at: float | None = None
+    attempt_started_at: float | None = None
+    last_done_at: float | None = None
+    last_seen: float | None = None
+    unreachable: str | None = None  # message
+    setup_failed: str | None = None  # failure in preflight/units (nothing benchmarked)
+    instances: tuple[tuple[str, str, int], ...] = ()  # (name, config, tp) of every unit
+    phases: tuple[int, ...] | None = None
+
+    @property
+    def n_started(self) -> int:
+        return len(self.done) + (1 if self.instance and self.phase not in ("done",) else 0)
+
+
+@dataclass(frozen=True)
+class Progress:
+    """The whole run as seen through its events."""
+
+    configs: tuple[str, ...] = ()  # config filter ([] = all)
+    hosts: dict[str, HostProgress] = field(default_factory=dict)
+    started_at: float | None = None
+    last_seen: float | None = None
+    stats: dict[str, Any] | None = None
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def finished(self) -> bool:
+        return self.stats is not None
+
+
+def event_time(event: dict[str, Any]) -> float | None:
+    created = event.get("created")
+    if not isinstance(created, str):
+        return None
+    try:
+        return datetime.fromisoformat(created.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def planned_total(
+    instances: tuple[tuple[str, str, int], ...], phases: tuple[int, ...] | None, configs: tuple[str, ...]
+) -> int | None:
+    """Attempts a host will make: units whose TP is in the selected phases and config in the filter."""
+    if not instances or phases is None:
+        return None
+    return sum(1 for _n, c, tp in instances if tp in phases and (not configs or c in configs))
+
+
+def _tp_of(host: HostProgress, instance: str) -> int | None:
+    for name, _c, tp in host.instances:
+        if name == instance:
+            return tp
+    m = INSTANCE_TP.search(instance)
+    return int(m.group("tp")) if m else None
+
+
+def _msg(res: Any) -> str:
+    if isinstance(res, dict):
+        msg = res.get("msg")
+        if isinstance(msg, str):
+            return msg
+        if res.get("stderr"):
+            return str(res["stderr"])[-500:]
+    return ""
+
+
+def parse_report(instance: str, msg: str) -> Attempt:
+    """``"qwen-tp1: failed (health: zero_requests), ready in 3 s"`` -> Attempt(outcome, detail)."""
+    text = msg.split(":", 1)[1].strip() if msg.startswith(instance + ":") else msg.strip()
+    outcome, _, detail = text.partition(" ")
+    outcome = outcome.rstrip(",")
+    if outcome not in ("ok", "failed", "skipped"):
+        return Attempt(instance, "?", text)
+    return Attempt(instance, outcome, detail.strip())
+
+
+def apply_event(state: Progress, event: dict[str, Any]) -> Progress:
+    """The progress after one more runner event (``state`` is not modified)."""
+    kind = event.get("event")
+    data = event.get("event_data") or {}
+    t = event_time(event)
+    started = state.started_at if state.started_at is not None else t
+    state = replace(state, started_at=started, last_seen=t if t is not None else state.last_seen)
+    if kind == "playbook_on_stats":
+        stats = {k: data.get(k) or {} for k in ("ok", "failures", "dark", "rescued", "skipped", "changed")}
+        return replace(state, stats=stats)
+    if kind == "warning":
+        msg = (data.get("warning") or event.get("stdout") or "").strip()
+        return replace(state, warnings=(*state.warnings, msg)) if msg else state
+    host_name = data.get("host")
+    if not host_name:
+        return state
+    host = state.hosts.get(host_name) or HostProgress(host=host_name, first_seen=t)
+    host = replace(host, last_seen=t if t is not None else host.last_seen)
+    task = str(data.get("task") or "")
+    res = data.get("res")
+
+    if kind == "runner_on_unreachable":
+        host = replace(host, phase="unreachable", unreachable=_msg(res) or "unreachable")
+    elif kind == "runner_on_failed" and not data.get("ignore_errors"):
+        if data.get("role") in SETUP_ROLES or task.startswith(("preflight |", "units |")):
+            host = replace(host, phase="setup failed", setup_failed=f"{task}: {_msg(res)}".strip(": "))
+    elif kind == "runner_on_ok":
+        facts = res.get("ansible_facts") if isinstance(res, dict) else None
+        if isinstance(facts, dict):
+            if isinstance(facts.get("sglang_units_instances"), list):
+                insts = tuple(
+                    (str(i.get("name")), str(i.get("config")), int(i.get("tp") or 0))
+                    for i in facts["sglang_units_instances"]
+                    if isinstance(i, dict)
+                )
+                host = replace(host, instances=insts, phase="deploy")
+            if isinstance(facts.get("sglang_preflight_phases"), list):
+                host = replace(host, phases=tuple(int(p) for p in facts["sglang_preflight_phases"]))
+            host = replace(host, total=planned_total(host.instances, host.phases, state.configs))
+        if m := BEGIN_TASK.match(task):
+            inst = m.group("instance")
+            host = replace(
+                host,
+                instance=inst,
+                tp=_tp_of(host, inst),
+                phase="plan",
+                attempt_started_at=t,
+                first_attempt_at=host.first_attempt_at if host.first_attempt_at is not None else t,
+            )
+        elif m := PHASE_TASK.match(task):
+            host = replace(host, phase=PHASE_NAMES.get(m.group("phase"), m.group("phase")))
+        elif m := REPORT_TASK.match(task):
+            inst = m.group("instance")
+            host = replace(
+                host, done=(*host.done, parse_report(inst, _msg(res))), phase="recorded", last_done_at=t
+            )
+    elif kind == "runner_on_start" and task.startswith("cycle | Write the record"):
+        host = replace(host, phase="record")
+    hosts = dict(state.hosts)
+    hosts[host_name] = host
+    return replace(state, hosts=hosts)
+
+
+def fold(events: list[dict[str, Any]], configs: tuple[str, ...] = ()) -> Progress:
+    state = Progress(configs=configs)
+    for ev in events:
+        state = apply_event(state, ev)
+    return state
+
+
+# -- rendering --------------------------------------------------------------------------------------
+def fmt_duration(seconds: float | None) -> str:
+    if seconds is None or seconds < 0:
+        return "?"
+    s = round(seconds)
+    h, rem = divmod(s, 3600)
+    m, s = divmod(rem, 60)
+    return f"{h}h{m:02d}m" if h else f"{m}m{s:02d}s" if m else f"{s}s"
+
+
+def eta_s(host: HostProgress, now: float) -> float | None:
+    """Remaining time = mean time per finished attempt x attempts left (None before the first ends)."""
+    if host.total is None or not host.done or host.first_attempt_at is None or host.last_done_at is None:
+        return None
+    left = host.total - len(host.done)
+    if left <= 0:
+        return 0.0
+    per = (host.last_done_at - host.first_attempt_at) / len(host.done)
+    # the attempt in progress has already used part of its share
+    in_progress = (
+        (now - host.attempt_started_at) if host.attempt_started_at and host.phase != "recorded" else 0
+    )
+    return max(0.0, per * left - min(in_progress, per))
+
+
+def host_line(host: HostProgress, now: float) -> str:
+    total = "?" if host.total is None else str(host.total)
+    n = len(host.done) + (1 if host.instance and host.phase not in ("recorded",) else 0)
+    where = f"TP{host.tp} {host.instance}" if host.instance else "-"
+    elapsed = fmt_duration(now - host.first_seen) if host.first_seen is not None else "?"
+    eta = fmt_duration(eta_s(host, now))
+    line = f"{host.host}: [{n}/{total}] {where} {host.phase}, elapsed {elapsed}, ETA {eta}"
+    if host.unreachable:
+        line += f" — UNREACHABLE: {host.unreachable[:200]}"
+    if host.setup_failed:
+        line += f" — SETUP FAILED: {host.setup_failed[:300]}"
+    return line
+
+
+def progress_lines(state: Progress, now: float | None = None) -> list[str]:
+    now = now if now is not None else (state.last_seen or 0.0)
+    return [host_line(state.hosts[h], now) for h in sorted(state.hosts)]
+
+
+def attempt_lines(state: Progress) -> list[str]:
+    out = []
+    for h in sorted(state.hosts):
+        for a in state.hosts[h].done:
+            out.append(f"{h}: {a.instance}: {a.outcome}{(' ' + a.detail) if a.detail else ''}")
+    return out
+
+
+def failure_kind(state: Progress) -> str | None:
+    """Why the run as a whole could not proceed, or None: unreachable host, failed setup, no stats."""
+    msgs = []
+    for h in sorted(state.hosts):
+        hp = state.hosts[h]
+        if hp.unreachable:
+            msgs.append(f"{h} unreachable: {hp.unreachable}")
+        if hp.setup_failed:
+            msgs.append(f"{h} preflight/setup failed: {hp.setup_failed}")
+    if state.stats is not None:
+        for h in sorted(state.stats.get("dark") or {}):
+            if h not in state.hosts or not state.hosts[h].unreachable:
+                msgs.append(f"{h} unreachable")
+    return "; ".join(msgs) or None

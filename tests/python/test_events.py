@@ -1,0 +1,177 @@
+"""Progress from ansible-runner events (pure functions) on a recorded sim-host run and synthetic events."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from sglbench import events
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "runner_events" / "bench_sim_tp1.json"
+CONFIGS = ("qwen3-8b-ar", "qwen27b-dflash-mrr8")
+
+
+def _recorded() -> list[dict]:
+    return json.loads(FIXTURE.read_text())
+
+
+def _ev(
+    kind: str,
+    host: str | None,
+    task: str = "",
+    res: dict | None = None,
+    t: str = "2026-11-29T10:00:00+00:00",
+    role: str = "sglang_cycle",
+    **data,
+) -> dict:
+    return {
+        "event": kind,
+        "created": t,
+        "event_data": {"host": host, "task": task, "role": role, "res": res or {}, **data},
+    }
+
+
+def test_recorded_run_folds_to_two_attempts() -> None:
+    state = events.fold(_recorded(), CONFIGS)
+    host = state.hosts["simhost"]
+    assert host.phases == (1,)
+    assert host.total == 2  # the two selected configs have a TP1 unit
+    assert [(a.instance, a.outcome) for a in host.done] == [
+        ("qwen27b-dflash-mrr8-tp1", "failed"),
+        ("qwen3-8b-ar-tp1", "ok"),
+    ]
+    assert host.done[0].detail == "(health: zero_requests)"
+    assert state.finished and state.stats["rescued"] == {"simhost": 1}
+    assert events.failure_kind(state) is None
+    assert (
+        events.attempt_lines(state)[0] == "simhost: qwen27b-dflash-mrr8-tp1: failed (health: zero_requests)"
+    )
+
+
+def test_without_a_config_filter_every_tp1_unit_counts() -> None:
+    host = events.fold(_recorded()).hosts["simhost"]
+    assert host.total == sum(1 for _n, _c, tp in host.instances if tp == 1) > 2
+
+
+def test_phases_seen_in_order_during_the_run() -> None:
+    state = events.Progress(configs=CONFIGS)
+    seen = []
+    for ev in _recorded():
+        state = events.apply_event(state, ev)
+        h = state.hosts.get("simhost")
+        if h and h.instance == "qwen3-8b-ar-tp1" and (not seen or seen[-1] != h.phase):
+            seen.append(h.phase)
+    assert seen == ["plan", "stop", "start", "health", "probe", "benchmark", "record", "recorded"]
+
+
+def test_apply_event_is_pure() -> None:
+    before = events.Progress(configs=CONFIGS)
+    after = events.apply_event(before, _ev("runner_on_ok", "h", "cycle | Begin the attempt of a-tp4"))
+    assert before.hosts == {} and after.hosts["h"].instance == "a-tp4" and after.hosts["h"].tp == 4
+
+
+def test_progress_line_counts_elapsed_and_eta() -> None:
+    evs = [
+        _ev(
+            "runner_on_ok",
+            "h",
+            "units | Compute the unit instances of the matrix",
+            role="sglang_units",
+            res={
+                "ansible_facts": {
+                    "sglang_units_instances": [
+                        {"name": f"c{i}-tp1", "config": f"c{i}", "tp": 1} for i in range(4)
+                    ]
+                }
+            },
+            t="2026-11-29T10:00:00+00:00",
+        ),
+        _ev(
+            "runner_on_ok",
+            "h",
+            "preflight | Select the TP phases to run",
+            role="sglang_preflight",
+            res={"ansible_facts": {"sglang_preflight_phases": [1]}},
+            t="2026-11-29T10:00:00+00:00",
+        ),
+        _ev("runner_on_ok", "h", "cycle | Begin the attempt of c0-tp1", t="2026-11-29T10:00:00+00:00"),
+        _ev(
+            "runner_on_ok",
+            "h",
+            "cycle | Report c0-tp1",
+            res={"msg": "c0-tp1: ok, ready in 5 s"},
+            t="2026-11-29T10:01:00+00:00",
+        ),
+        _ev("runner_on_ok", "h", "cycle | Begin the attempt of c1-tp1", t="2026-11-29T10:01:00+00:00"),
+        _ev("runner_on_ok", "h", "cycle | Enter the health phase", t="2026-11-29T10:01:10+00:00"),
+    ]
+    state = events.fold(evs)
+    h = state.hosts["h"]
+    assert h.total == 4 and len(h.done) == 1
+    now = events.event_time(evs[-1])
+    assert now is not None
+    # 60 s per attempt so far, 3 left, 10 s of the current one used -> 170 s
+    assert events.eta_s(h, now) == pytest.approx(170.0)
+    assert events.progress_lines(state) == ["h: [2/4] TP1 c1-tp1 health, elapsed 1m10s, ETA 2m50s"]
+
+
+@pytest.mark.parametrize(
+    ("report", "outcome", "detail"),
+    [
+        ("x-tp1: ok, ready in 5.8 s, 481148 KV tokens", "ok", "ready in 5.8 s, 481148 KV tokens"),
+        ("x-tp1: skipped (plan: planned_failure)", "skipped", "(plan: planned_failure)"),
+        ("something else", "?", "something else"),
+    ],
+)
+def test_parse_report(report: str, outcome: str, detail: str) -> None:
+    a = events.parse_report("x-tp1", report)
+    assert (a.outcome, a.detail) == (outcome, detail)
+
+
+def test_unreachable_and_setup_failures_stop_the_run() -> None:
+    state = events.fold(
+        [
+            _ev(
+                "runner_on_unreachable",
+                "gpu2",
+                "Gathering Facts",
+                res={"msg": "ssh: connect to host gpu2 port 22: timed out"},
+            ),
+            _ev(
+                "runner_on_failed",
+                "gpu1",
+                "preflight | Check the matrix (names, ports, TP sizes, draft paths, value ranges)",
+                role="sglang_preflight",
+                res={"msg": "Bad SGLang matrix for gpu1: config x: tp 3 does not divide 8"},
+            ),
+            {
+                "event": "playbook_on_stats",
+                "created": "2026-11-29T10:00:01+00:00",
+                "event_data": {"dark": {"gpu2": 1}, "failures": {"gpu1": 1}, "ok": {}},
+            },
+        ]
+    )
+    kind = events.failure_kind(state)
+    assert kind is not None and "gpu2 unreachable: ssh: connect" in kind and "tp 3 does not divide 8" in kind
+    assert "UNREACHABLE" in events.progress_lines(state)[1]
+
+
+def test_rescued_cycle_failures_do_not_stop_the_run() -> None:
+    state = events.fold(
+        [
+            _ev(
+                "runner_on_failed",
+                "gpu1",
+                "health | Wait for readiness of sglang-x-tp1.service",
+                role="sglang_service",
+                res={"msg": "ended while starting"},
+            ),
+        ]
+    )
+    assert events.failure_kind(state) is None
+
+
+def test_fmt_duration() -> None:
+    assert [events.fmt_duration(s) for s in (None, 5, 65, 3700)] == ["?", "5s", "1m05s", "1h01m"]
