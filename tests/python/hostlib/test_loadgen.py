@@ -1,0 +1,258 @@
+"""Load shapes and end-to-end runs against the null server on loopback.
+
+Structure and counts only: wall-clock values are never asserted (timing exactness is tested on
+constructed records in test_metrics.py)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+
+from sglbench.hostlib import loadgen, nullserver, prompts
+
+
+def test_concurrency_ladder():
+    assert loadgen.concurrency_ladder(1) == [1]
+    assert loadgen.concurrency_ladder(16) == [1, 2, 4, 8, 16]
+    assert loadgen.concurrency_ladder(48) == [1, 2, 4, 8, 16, 32, 48]
+    with pytest.raises(loadgen.LoadgenError):
+        loadgen.concurrency_ladder(0)
+
+
+def test_poisson_schedule_is_seeded_absolute_and_bounded():
+    a = loadgen.poisson_schedule(10.0, 2000, seed=3)
+    assert a == loadgen.poisson_schedule(10.0, 2000, seed=3)
+    assert a != loadgen.poisson_schedule(10.0, 2000, seed=4)
+    assert a[0] == 0.0 and all(x < y for x, y in itertools.pairwise(a))
+    mean_gap = a[-1] / (len(a) - 1)
+    assert 0.08 < mean_gap < 0.12  # mean of 1999 exponential gaps of mean 0.1 s
+    bounded = loadgen.poisson_schedule(10.0, 10**9, seed=3, duration_s=5.0)
+    assert bounded[-1] < 5.0 and len(bounded) == sum(1 for t in a if t < 5.0)
+
+
+def test_server_info_helpers():
+    info = {
+        "dp_size": 2,
+        "max_running_requests": 48,
+        "internal_states": [{"effective_max_running_requests_per_dp": 11, "avg_spec_accept_length": 3.5}],
+    }
+    assert loadgen.effective_max_running_requests(info) == 22
+    assert loadgen.effective_max_running_requests({"max_running_requests": 48}) == 48
+    assert loadgen.effective_max_running_requests({}) is None
+    assert loadgen.server_accept_length(info) == 3.5
+    assert loadgen.server_accept_length({"internal_states": [{}]}) is None
+    assert loadgen.is_simulated({"sglbench_null_server": True})
+    assert loadgen.is_simulated({}, {"simulated": True})
+    assert not loadgen.is_simulated({"version": "0.5.9"}, None)
+
+
+def test_spec_validation_names_the_problem():
+    base = {"url": "http://127.0.0.1:1", "prompts": [prompts.Prompt("a", "c", text="x")]}
+    cases = [
+        ({"points": []}, "no load points"),
+        ({"points": [loadgen.LoadPoint(concurrency=0)]}, "concurrency must be"),
+        ({"points": [loadgen.LoadPoint(request_rate=-1.0)]}, "request rate"),
+        ({"points": [loadgen.LoadPoint(concurrency=1)], "api": "grpc"}, "api must be"),
+        ({"points": [loadgen.LoadPoint(concurrency=1)], "url": "127.0.0.1:1"}, "bad server URL"),
+        (
+            {
+                "points": [loadgen.LoadPoint(concurrency=1)],
+                "api": "openai-chat",
+                "prompts": prompts.synthetic_prompts(1, 4, 0),
+            },
+            "chat/completions",
+        ),
+    ]
+    for extra, msg in cases:
+        with pytest.raises(loadgen.LoadgenError, match=msg):
+            loadgen.BenchSpec(**{**base, **extra}).validate()
+
+
+@pytest.mark.parametrize(
+    ("api", "k", "framing"),
+    [
+        ("native", 1, "chunked"),
+        ("native", 4, "chunked"),
+        ("openai", 3, "chunked"),
+        ("openai-chat", 2, "close"),
+    ],
+)
+def test_closed_loop_end_to_end_counts(api, k, framing):
+    T = 10
+    cfg = nullserver.NullServerConfig(chunk_tokens=k, spec=True, framing=framing)
+    plist = (
+        [prompts.Prompt(f"c{i}", "chat", text=f"hi there {i}") for i in range(3)]
+        if api == "openai-chat"
+        else prompts.synthetic_prompts(3, 7, seed=0)
+    )
+    with nullserver.NullServerThread(cfg) as srv:
+        spec = loadgen.BenchSpec(
+            url=srv.url,
+            api=api,
+            prompts=plist,
+            points=[loadgen.LoadPoint(concurrency=1), loadgen.LoadPoint(concurrency=4)],
+            sampling=loadgen.SamplingSpec(max_new_tokens=T, ignore_eos=True),
+            num_prompts=9,
+            repeats=2,
+            warmup=2,
+            seed=5,
+        )
+        result = loadgen.run_campaign(spec)
+        flushes = srv.state.flushes
+        served = srv.state.requests
+    assert [(p.point.concurrency, p.repeat, p.seed) for p in result.points] == [
+        (1, 0, 5),
+        (1, 1, 6),
+        (4, 0, 5),
+        (4, 1, 6),
+    ]
+    assert flushes == 2 * len(result.points)  # before warmup and before the measured run
+    assert served == len(result.points) * (9 + 2)  # measured + warmup
+    steps = math.ceil(T / k)
+    for pr in result.points:
+        s = pr.summary
+        assert (s["n_requests"], s["n_ok"], s["n_err"]) == (9, 9, 0)
+        assert s["total_output_tokens"] == 9 * T
+        assert s["total_chunks"] == 9 * steps
+        assert s["itl_ms"]["n"] == 9 * (T - min(k, T))
+        assert s["icl_ms"]["n"] == 9 * (steps - 1)
+        assert s["simulated"] is True
+        assert s["token_source"] == {"server": 9}
+        assert s["finish_reasons"] == {"length": 9}
+        for rec in pr.records:
+            assert not rec.warmup and rec.error is None
+            assert rec.chunk_tokens[-1] == T and len(rec.chunk_tokens) == steps
+            assert rec.sent_s is not None and rec.first_byte_s is not None and rec.end_s is not None
+            assert (
+                rec.scheduled_s
+                <= rec.ready_s
+                <= rec.sent_s
+                <= rec.first_byte_s
+                <= rec.chunk_t[0]
+                <= rec.end_s
+            )
+            assert rec.chunk_t == sorted(rec.chunk_t)
+        if api == "native":
+            assert s["accept_length_mean"] == pytest.approx(T / steps)
+            assert s["server_avg_spec_accept_length"] == pytest.approx(T / steps)
+            assert s["accept_length_vs_server_counter"] == pytest.approx(0.0)
+        else:  # no acceptance fields on the OpenAI routes
+            assert s["accept_length_mean"] is None
+    # The same seed sends the same prompts in the same order at every point.
+    order = [[r.prompt_id for r in sorted(p.records, key=lambda r: r.idx)] for p in result.points]
+    assert order[0] == order[2] and order[1] == order[3] and order[0] != order[1]
+    assert result.meta["connections_opened"] <= (4 if framing == "chunked" else 10**6)
+
+
+def test_open_loop_rate_with_cap_and_duration_bound():
+    cfg = nullserver.NullServerConfig(chunk_tokens=2)
+    with nullserver.NullServerThread(cfg) as srv:
+        spec = loadgen.BenchSpec(
+            url=srv.url,
+            prompts=prompts.synthetic_prompts(2, 4, 0),
+            points=[loadgen.LoadPoint(concurrency=2, request_rate=200.0)],
+            sampling=loadgen.SamplingSpec(max_new_tokens=4),
+            num_prompts=10**6,
+            duration_s=0.2,
+            repeats=1,
+            warmup=0,
+            flush_cache=False,
+        )
+        result = loadgen.run_campaign(spec)
+        assert srv.state.flushes == 0
+    pr = result.points[0]
+    sched = loadgen.poisson_schedule(200.0, 10**6, pr.seed, 0.2)
+    assert [r.scheduled_s for r in sorted(pr.records, key=lambda r: r.idx)] == sched
+    assert pr.summary["n_ok"] == len(sched)
+    assert pr.summary["client"]["target_rate"] == 200.0
+    assert all(r.ready_s >= r.scheduled_s for r in pr.records)
+
+
+def test_duration_bound_closed_loop_stops_sending():
+    cfg = nullserver.NullServerConfig(chunk_tokens=1, ttft_s=0.01)
+    with nullserver.NullServerThread(cfg) as srv:
+        spec = loadgen.BenchSpec(
+            url=srv.url,
+            prompts=prompts.synthetic_prompts(2, 4, 0),
+            points=[loadgen.LoadPoint(concurrency=2)],
+            sampling=loadgen.SamplingSpec(max_new_tokens=2),
+            num_prompts=10**9,
+            duration_s=0.15,
+            repeats=1,
+            warmup=0,
+        )
+        result = loadgen.run_campaign(spec)
+    recs = result.points[0].records
+    assert 2 <= len(recs) < 10**3
+    assert all(r.sent_s is not None and r.sent_s < 0.15 + 0.05 for r in recs)
+
+
+def test_wrong_api_key_is_recorded_per_request_not_raised():
+    cfg = nullserver.NullServerConfig(api_key="right")
+    with nullserver.NullServerThread(cfg) as srv:
+        spec = loadgen.BenchSpec(
+            url=srv.url,
+            prompts=prompts.synthetic_prompts(1, 4, 0),
+            points=[loadgen.LoadPoint(concurrency=1)],
+            num_prompts=3,
+            repeats=1,
+            warmup=0,
+            api_key="wrong",
+        )
+        result = loadgen.run_campaign(spec)
+    s = result.points[0].summary
+    assert (s["n_ok"], s["n_err"]) == (0, 3)
+    assert s["valid"] is False
+    assert any("HTTP 401" in e and "api-key-file" in e for e in s["errors"])
+
+
+def test_unreachable_server_raises_loadgen_error():
+    spec = loadgen.BenchSpec(
+        url="http://127.0.0.1:9",
+        prompts=prompts.synthetic_prompts(1, 4, 0),
+        points=[loadgen.LoadPoint(concurrency=1)],
+        num_prompts=1,
+        repeats=1,
+    )
+    with pytest.raises(loadgen.LoadgenError, match="cannot connect"):
+        loadgen.run_campaign(spec)
+
+
+def test_record_rows_are_flat_and_tagged():
+    with nullserver.NullServerThread(nullserver.NullServerConfig()) as srv:
+        spec = loadgen.BenchSpec(
+            url=srv.url,
+            prompts=prompts.synthetic_prompts(1, 4, 0),
+            points=[loadgen.LoadPoint(concurrency=1)],
+            num_prompts=2,
+            repeats=1,
+            warmup=0,
+            sampling=loadgen.SamplingSpec(max_new_tokens=3),
+        )
+        result = loadgen.run_campaign(spec)
+    rows = loadgen.record_rows(result)
+    assert len(rows) == 2
+    assert {
+        "point",
+        "concurrency",
+        "repeat",
+        "seed",
+        "t0_unix",
+        "simulated",
+        "chunk_t",
+        "chunk_tokens",
+        "scheduled_s",
+        "sent_s",
+        "first_byte_s",
+        "end_s",
+        "prompt_tokens",
+        "completion_tokens",
+        "token_source",
+        "spec_verify_ct",
+        "finish_reason",
+        "error",
+    } <= set(rows[0])
+    assert rows[0]["point"] == "c1" and rows[0]["simulated"] is True
+    loadgen.dumps_compact(rows)  # JSON-serialisable, no NaN
