@@ -315,13 +315,6 @@ def _run_bench(args: argparse.Namespace) -> int:
         args.prompts, synthetic_n=max(64, args.num_prompts or 0), seed=args.seed
     )
     cap = args.max_concurrency
-    if not concurrency and not rates and cap is None:
-        info = loadgen.fetch_server_info(args.url, api_key)
-        cap = loadgen.effective_max_running_requests(info)
-        _progress(
-            f"ladder capped at {cap or loadgen.DEFAULT_MAX_CONCURRENCY} "
-            f"({'server effective max running requests' if cap else 'default'})"
-        )
     spec = loadgen.BenchSpec(
         url=args.url,
         prompts=prompt_list,
@@ -348,6 +341,14 @@ def _run_bench(args: argparse.Namespace) -> int:
         spec.validate()
     except loadgen.LoadgenError as exc:
         raise UsageError(str(exc)) from None
+    if not concurrency and not rates and cap is None:
+        # Default ladder: 1, 2, 4, ... up to what the server can actually run at once.
+        cap = loadgen.effective_max_running_requests(loadgen.fetch_server_info(args.url, api_key))
+        spec.points = build_points(None, None, cap)
+        _progress(
+            f"ladder capped at {cap or loadgen.DEFAULT_MAX_CONCURRENCY} "
+            f"({'server effective max running requests' if cap else 'default'})"
+        )
     result = loadgen.run_campaign(spec, progress=_progress)
     result.meta["prompts"] = args.prompts
     result.meta["command"] = "bench"

@@ -1,0 +1,159 @@
+"""``sglbench bench`` and ``sglbench calibrate`` end to end against the null server on loopback."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from sglbench import bench_cli
+from sglbench.cli import main
+from sglbench.hostlib import nullserver
+
+REQUIRED_POINT_KEYS = {
+    "concurrency",
+    "output_throughput_tok_s",
+    "request_throughput",
+    "ttft_ms",
+    "tpot_ms",
+    "itl_ms",
+    "e2e_ms",
+    "accept_length_mean",
+    "n_ok",
+    "n_err",
+    "valid",
+    "invalid_reasons",
+    "simulated",
+}
+
+
+@pytest.fixture(scope="module")
+def server():
+    with nullserver.NullServerThread(
+        nullserver.NullServerConfig(chunk_tokens=2, spec=True, api_key="k3y")
+    ) as srv:
+        yield srv
+
+
+def test_bench_writes_summary_and_records(server, tmp_path, capsys):
+    key = tmp_path / "key"
+    key.write_text("k3y\n")
+    out = tmp_path / "run"
+    rc = main(
+        [
+            "bench",
+            "--url",
+            server.url,
+            "--prompts",
+            "math,chat",
+            "--concurrency",
+            "1,3",
+            "--num-prompts",
+            "5",
+            "--max-new-tokens",
+            "6",
+            "--repeats",
+            "2",
+            "--warmup",
+            "1",
+            "--api-key-file",
+            str(key),
+            "--slo-ttft-ms",
+            "10000",
+            "--out",
+            str(out),
+        ]
+    )
+    assert rc == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["schema"] == bench_cli.SCHEMA and summary["simulated"] is True
+    assert [(p["concurrency"], p["repeat"]) for p in summary["points"]] == [(1, 0), (1, 1), (3, 0), (3, 1)]
+    for p in summary["points"]:
+        assert set(p) >= REQUIRED_POINT_KEYS
+        assert {"p50", "p90", "p99", "mean"} <= set(p["ttft_ms"])
+        assert (p["n_ok"], p["n_err"]) == (5, 0)
+        assert p["accept_length_mean"] == pytest.approx(2.0)
+        assert p["goodput"]["slo"] == {"ttft_ms": 10000.0}
+    assert [a["point"] for a in summary["aggregates"]] == ["c1", "c3"]
+    assert summary["aggregates"][0]["n_repeats"] == 2
+    assert "k3y" not in (out / "summary.json").read_text()
+    rows = [json.loads(line) for line in (out / "requests.jsonl").read_text().splitlines()]
+    assert len(rows) == 4 * 5
+    assert {r["category"] for r in rows} <= {"math", "chat"}
+    assert all(r["completion_tokens"] == 6 and r["chunk_tokens"] == [2, 4, 6] for r in rows)
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    df = pd.read_parquet(out / "requests.parquet")
+    assert len(df) == 20 and set(df["point"]) == {"c1", "c3"}
+    table = capsys.readouterr().out
+    assert "SIMULATED" in table and "wrote" in table
+
+
+def test_bench_refuses_to_mix_results_into_an_existing_run(server, tmp_path, capsys):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "summary.json").write_text("{}")
+    rc = main(["bench", "--url", server.url, "--concurrency", "1", "--out", str(out)])
+    assert rc == 2
+    assert "already holds results" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "msg"),
+    [
+        (["--concurrency", "1,x"], "comma-separated integers"),
+        (["--concurrency", "0"], ">= 1"),
+        (["--request-rate", "2", "--concurrency", "1,2"], "single value"),
+        (["--request-rate", "-1"], "> 0"),
+        (["--prompts", "no-such-set"], "neither a shipped set"),
+        (["--api-key-file", "/nonexistent/key"], "cannot read"),
+        (["--num-prompts", "0"], "--num-prompts"),
+        (["--slo-ttft-ms", "0"], "--slo-ttft-ms"),
+        (["--api", "openai-chat", "--prompts", "synthetic:8"], "chat/completions"),
+    ],
+)
+def test_bench_usage_errors_exit_2_with_a_named_field(tmp_path, capsys, argv, msg):
+    rc = main(["bench", "--url", "http://127.0.0.1:9", "--out", str(tmp_path / "o"), *argv])
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert msg in err and "Traceback" not in err
+
+
+def test_bench_unreachable_server_exits_1(tmp_path, capsys):
+    rc = main(["bench", "--url", "http://127.0.0.1:9", "--concurrency", "1", "--out", str(tmp_path / "o")])
+    assert rc == 1
+    assert "cannot connect to http://127.0.0.1:9" in capsys.readouterr().err
+
+
+def test_default_ladder_is_capped_by_the_server(server, tmp_path):
+    # The null server reports effective_max_running_requests_per_dp = 4096; --max-concurrency wins.
+    points = bench_cli.build_points(None, None, 6)
+    assert [p.concurrency for p in points] == [1, 2, 4, 6]
+    rate_points = bench_cli.build_points([8], [1.5, 3.0], None)
+    assert [(p.request_rate, p.concurrency) for p in rate_points] == [(1.5, 8), (3.0, 8)]
+
+
+def test_calibrate_reports_ceiling_against_null_server_process(tmp_path, capsys):
+    out = tmp_path / "cal"
+    rc = main(
+        [
+            "calibrate",
+            "--concurrency",
+            "1,4",
+            "--num-prompts",
+            "20",
+            "--max-new-tokens",
+            "8",
+            "--warmup",
+            "2",
+            "--out",
+            str(out),
+        ]
+    )
+    assert rc == 0
+    text = capsys.readouterr().out
+    assert "client ceiling vs null server" in text and "chunks/s" in text
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["simulated"] is True and summary["meta"]["command"] == "calibrate"
+    assert [p["concurrency"] for p in summary["points"]] == [1, 4]
+    assert all(p["n_ok"] == 20 and p["total_chunks"] == 20 * 8 for p in summary["points"])
