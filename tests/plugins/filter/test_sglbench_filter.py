@@ -1,0 +1,179 @@
+"""plugins/filter/sglbench.py: matrix validation, TP phases, launch argv, systemd quoting, instances."""
+
+from __future__ import annotations
+
+import importlib.util
+import shlex
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[3]
+_spec = importlib.util.spec_from_file_location("sglbench_filter", REPO / "plugins" / "filter" / "sglbench.py")
+assert _spec and _spec.loader
+flt = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(flt)
+
+
+def cfg(**over: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {"name": "ar", "model_path": "/models/m", "tp": [1]}
+    base.update(over)
+    return base
+
+
+def test_shipped_matrices_are_valid() -> None:
+    for inv in ("sim", "ct200"):
+        data = yaml.safe_load(
+            (REPO / "inventory" / inv / "group_vars" / "sglang_gpu" / "matrix.yml").read_text()
+        )
+        assert flt.matrix_errors(data["sglbench_matrix"], 8) == [], inv
+
+
+def test_sim_matrix_has_the_missions_failing_case() -> None:
+    data = yaml.safe_load((REPO / "inventory/sim/group_vars/sglang_gpu/matrix.yml").read_text())
+    cases = [
+        c
+        for c in data["sglbench_matrix"]
+        if c.get("algorithm") == "DFLASH"
+        and c["tp"] == [1]
+        and c["args"].get("mem_fraction_static") == 0.75
+        and c["args"].get("max_running_requests") == 8
+        and c["args"].get("context_length") == 32768
+        and "qwen3.6-27b" in c["model_path"]
+    ]
+    assert len(cases) == 1
+
+
+@pytest.mark.parametrize(
+    ("matrix", "expected"),
+    [
+        ([cfg(), cfg()], "config 'ar': field 'name': duplicate"),
+        (
+            [cfg(port=31000), cfg(name="b", port=31000)],
+            "config 'b': field 'port': 31000 is also used by config 'ar'",
+        ),
+        ([cfg(), cfg(name="b", port=30000)], "config 'b': field 'port': 30000 is also used by config 'ar'"),
+        ([cfg(tp=[3])], "config 'ar': field 'tp': 3 does not divide the host's 8 GPUs"),
+        ([cfg(tp=[16])], "config 'ar': field 'tp': 16 does not divide"),
+        ([cfg(tp=[])], "config 'ar': field 'tp': required"),
+        ([cfg(tp=[1, 1])], "lists a TP size twice"),
+        ([cfg(algorithm="DFLASH")], "config 'ar': field 'draft_model_path': required for algorithm DFLASH"),
+        (
+            [cfg(algorithm="none", draft_model_path="/d")],
+            "field 'draft_model_path': given but algorithm none",
+        ),
+        ([cfg(algorithm="MEDUSA")], "config 'ar': field 'algorithm': 'MEDUSA' is not one of"),
+        (
+            [cfg(args={"mem_fraction_static": 1.5})],
+            "field 'args.mem_fraction_static': 1.5 is out of range (0.0, 1.0)",
+        ),
+        ([cfg(args={"max_running_requests": 0})], "field 'args.max_running_requests': 0 is out of range"),
+        ([cfg(args={"tp_size": 2})], "field 'args.tp_size': set through tp instead of args"),
+        ([cfg(args={"api_key": "x"})], "field 'args.api_key': set through sglang_units_api_key"),
+        ([cfg(args={"Mem-Fraction": 1})], "field 'args.Mem-Fraction': SGLang arg names are snake_case"),
+        ([cfg(env={"HF_TOKEN": "x"})], "field 'env.HF_TOKEN': looks like a secret"),
+        ([cfg(env={"1BAD": "x"})], "field 'env.1BAD': not a valid environment variable name"),
+        ([cfg(colour="red")], "config 'ar': field 'colour': unknown field"),
+        ([cfg(name="Bad Name")], "field 'name': 'Bad Name' must match"),
+        ([cfg(port=80)], "field 'port': 80 must be an integer in 1024..65535"),
+        ([{"tp": [1]}], "sglbench_matrix[0]: field 'name'"),
+        ([], "must be a non-empty list"),
+    ],
+)
+def test_each_rule_names_the_config_and_field(matrix: list[dict[str, Any]], expected: str) -> None:
+    errors = flt.matrix_errors(matrix, 8)
+    assert any(expected in e for e in errors), errors
+
+
+def test_all_errors_are_reported_at_once() -> None:
+    errors = flt.matrix_errors([cfg(tp=[3]), cfg(algorithm="DDTREE")], 8)
+    assert len(errors) >= 3  # tp, duplicate name, draft path
+
+
+def test_gpu_count_must_be_positive() -> None:
+    assert any("sglbench_gpu_count" in e for e in flt.matrix_errors([cfg()], 0))
+
+
+def test_tp_phases_all_runs_in_order_and_skips_disabled() -> None:
+    matrix = [cfg(tp=[8, 1]), cfg(name="b", tp=[4]), cfg(name="c", tp=[2], enabled=False)]
+    assert flt.tp_phases(matrix, "all", [1, 4, 8]) == [1, 4, 8]
+    assert flt.tp_phases(matrix, "4", [1, 4, 8]) == [4]
+    assert flt.tp_errors(matrix, "2") == [
+        "tp: 2 is not a TP size of any enabled config in sglbench_matrix (present: [1, 4, 8])"
+    ]
+    assert flt.tp_errors(matrix, "four")[0].startswith("tp: 'four' must be a TP size")
+    assert flt.tp_errors(matrix, 8) == []
+
+
+def test_launch_argv_is_the_real_command_line() -> None:
+    c = cfg(
+        algorithm="DFLASH",
+        draft_model_path="/models/d",
+        args={
+            "mem_fraction_static": 0.75,
+            "disable_radix_cache": True,
+            "enable_metrics": False,
+            "page_size": None,
+        },
+        extra_args=["--cuda-graph-bs", "1", "2"],
+    )
+    argv = flt.launch_argv(c, 4, {"python": "/venv/bin/python", "host": "127.0.0.1", "port": 30001})
+    assert argv == [
+        "/venv/bin/python", "-m", "sglang.launch_server", "--model-path", "/models/m", "--tp-size", "4",
+        "--host", "127.0.0.1", "--port", "30001", "--speculative-algorithm", "DFLASH",
+        "--speculative-draft-model-path", "/models/d", "--mem-fraction-static", "0.75",
+        "--disable-radix-cache", "--cuda-graph-bs", "1", "2",
+    ]  # fmt: skip
+
+
+def _systemd_split(line: str) -> list[str]:
+    """Decode the subset of ExecStart= syntax systemd_exec produces (quotes, backslashes, $$, %%)."""
+    words = shlex.split(line, posix=True)
+    return [w.replace("$$", "$").replace("%%", "%") for w in words]
+
+
+@pytest.mark.parametrize(
+    "word", ["plain", "with space", "50%", "$HOME", "${X}", 'a"b', "back\\slash", "", "--x=a b", "it's"]
+)
+def test_systemd_quote_round_trips(word: str) -> None:
+    line = flt.systemd_exec(["/usr/bin/python3", word])
+    assert _systemd_split(line) == ["/usr/bin/python3", word]
+
+
+def test_systemd_quote_neutralises_expansion_and_specifiers() -> None:
+    assert flt.systemd_quote("$HOME") == '"$$HOME"'
+    assert flt.systemd_quote("50%") == '"50%%"'
+    assert flt.systemd_quote("/models/qwen3.6-27b") == "/models/qwen3.6-27b"
+
+
+def test_api_key_comes_from_the_environment_file() -> None:
+    line = flt.systemd_exec(["/usr/bin/python3", "-m", "sglang.launch_server"], "SGLBENCH_API_KEY")
+    assert line.endswith("--api-key ${SGLBENCH_API_KEY}")
+
+
+def test_environment_lines() -> None:
+    assert flt.systemd_env("A", 'x y%"z') == '"A=x y%%\\"z"'
+    assert flt.env_file_line("K", 'a$b"c') == 'K="a\\$b\\"c"'
+
+
+def test_instances_expand_configs_by_tp() -> None:
+    matrix = [cfg(tp=[1, 4]), cfg(name="off", tp=[1], enabled=False), cfg(name="b", port=31000, env={"A": 1})]
+    inst = flt.instances(matrix, {"python": "/p", "port_base": 30000, "gpu_ids": list(range(8))})
+    assert [i["name"] for i in inst] == ["ar-tp1", "ar-tp4", "b-tp1"]
+    assert [i["unit"] for i in inst] == [
+        "sglang-ar-tp1.service",
+        "sglang-ar-tp4.service",
+        "sglang-b-tp1.service",
+    ]
+    assert inst[1]["cuda_visible_devices"] == "0,1,2,3"
+    assert inst[1]["gpus"] == [0, 1, 2, 3]
+    assert [i["port"] for i in inst] == [30000, 30000, 31000]
+    assert inst[2]["env"] == {"A": "1"}
+    assert inst[1]["argv"][inst[1]["argv"].index("--tp-size") + 1] == "4"
+
+
+def test_instances_take_gpus_in_the_given_order() -> None:
+    inst = flt.instances([cfg(tp=[2])], {"python": "/p", "gpu_ids": [6, 7, 0, 1]})
+    assert inst[0]["cuda_visible_devices"] == "6,7"
