@@ -16,7 +16,9 @@ description:
   - The accounting variant is, in order, I(accounting), the C(sglang.__sglbench_accounting__) marker (set only
     by the sim host's stand-in package), the markers of the installed C(srt) source tree, the version.
   - The free memory SGLang will measure is the smallest C(memory.free) minus a CUDA-context overhead
-    (I(context_overhead_gib), default the planner's constant, +0.5 GiB at TP > 1).
+    (I(context_overhead_gib), default the planner's constant, +0.5 GiB at TP > 1). Memory held by compute
+    processes whose command line contains I(reclaim_match) counts as free - the stop phase, which runs after
+    the plan and before the start, kills them (C(sglbench_gpu_free) C(kill_match)).
   - Applies I(policy) to a predicted failure - C(skip) (do not start; the plan carries the recommendations),
     C(autotune) (take the least disruptive recommendation within I(autotune_flags) and I(autotune_bounds),
     re-planned on the tuned command line, and return that command line), or C(force) (start anyway).
@@ -79,6 +81,12 @@ options:
   draft_weights_gib:
     description: Per-rank draft weight memory in GiB (default - from the draft checkpoint on disk).
     type: float
+  reclaim_match:
+    description: >-
+      Compute processes whose command line contains this are stopped before the start, so their memory counts
+      as free (the stop phase's kill match). Empty - count every process as staying.
+    type: str
+    default: sglang
   nvidia_smi:
     description: nvidia-smi executable.
     type: str
@@ -148,8 +156,9 @@ autotune:
   returned: success
 inputs:
   description: >-
-    What the plan was made from - gpus, total/used/free MiB per GPU, gpu_mem_gib, free_gib,
-    context_overhead_gib, and sglang (version, path, accounting, accounting_source, markers found).
+    What the plan was made from - gpus, total/used/free/reclaimable MiB per GPU (and which processes),
+    gpu_mem_gib, free_gib, context_overhead_gib, and sglang (version, path, accounting, accounting_source,
+    markers found).
   type: dict
   returned: success
 error:
@@ -160,8 +169,11 @@ error:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.sglbench_capacity import PlanError, plan_command
+from ansible.module_utils.sglbench_nvidia_smi import read_cmdline
 from ansible.module_utils.sglbench_plan_inputs import (
     PlanInputError,
+    add_reclaimable,
+    apps_argv,
     context_overhead_gib,
     find_markers,
     free_gib_at_start,
@@ -196,6 +208,7 @@ def build_module() -> AnsibleModule:
             "context_overhead_gib": {"type": "float"},
             "weights_gib": {"type": "float"},
             "draft_weights_gib": {"type": "float"},
+            "reclaim_match": {"type": "str", "default": "sglang"},
             "nvidia_smi": {"type": "str", "default": "nvidia-smi"},
         },
         supports_check_mode=True,
@@ -225,6 +238,13 @@ def host_memory(module: AnsibleModule, p: dict, tp: int) -> dict:
             "give gpu_mem_gib and free_gib to plan without nvidia-smi"
         )
     mem = gpu_memory(out, p["gpus"])
+    if p["reclaim_match"]:
+        rc, apps, err = module.run_command(apps_argv(p["nvidia_smi"]))
+        if rc != 0:
+            raise PlanInputError(
+                f"nvidia-smi --query-compute-apps exited {rc}: {(err or apps).strip()[-400:]}"
+            )
+        add_reclaimable(mem, apps, read_cmdline, p["reclaim_match"])
     overhead = context_overhead_gib(tp) if p["context_overhead_gib"] is None else p["context_overhead_gib"]
     return {
         **mem.to_dict(),

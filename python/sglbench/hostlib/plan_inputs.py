@@ -13,15 +13,17 @@ GPU or an SGLang install.
   (``capacity.accounting_for_version``).
 - **GPU memory**: the planner needs the capacity (``memory.total``) and the free memory when SGLang
   measures it, i.e. after its CUDA context exists. ``nvidia-smi`` shows the free memory *before*
-  that, so the free figure is ``min(memory.free) - context overhead`` over the GPUs the config gets,
-  with the overhead of ``gpus.DEFAULT_CONTEXT_OVERHEAD_GIB`` (+ ``TP_OVERHEAD_GIB`` at TP > 1), the
-  same constant the stand-in subtracts.
+  that, so the free figure is ``min(memory.free + reclaimable) - context overhead`` over the GPUs
+  the config gets, with the overhead of ``gpus.DEFAULT_CONTEXT_OVERHEAD_GIB`` (+ ``TP_OVERHEAD_GIB``
+  at TP > 1), the same constant the stand-in subtracts. *Reclaimable* is the memory of compute
+  processes the stop phase will kill before this config starts (command line contains the
+  ``sglbench_gpu_free`` kill match, ``sglang`` by default): the plan runs before that stop.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -45,7 +47,7 @@ SOURCE_MARKERS: tuple[str, ...] = (
     "def handle_max_mamba_cache",
     "KVCacheConfigurator",
 )
-SMI_FIELDS: tuple[str, ...] = ("index", "memory.total", "memory.used", "memory.free")
+SMI_FIELDS: tuple[str, ...] = ("index", "uuid", "memory.total", "memory.used", "memory.free")
 
 
 class PlanInputError(ValueError):
@@ -136,6 +138,13 @@ class GpuMemory:
     total_mib: dict[int, int]
     free_mib: dict[int, int]
     used_mib: dict[int, int]
+    uuids: dict[str, int] = field(default_factory=dict)  # GPU UUID -> index
+    reclaimable_mib: dict[int, int] = field(default_factory=dict)
+    reclaimed_from: list[str] = field(default_factory=list)  # "pid N (cmdline) M MiB on GPU i"
+
+    def available_mib(self, index: int) -> int:
+        """Free memory once the stop phase has killed the reclaimable processes (capped at total)."""
+        return min(self.total_mib[index], self.free_mib[index] + self.reclaimable_mib.get(index, 0))
 
     @property
     def min_total_mib(self) -> int:
@@ -143,7 +152,7 @@ class GpuMemory:
 
     @property
     def min_free_mib(self) -> int:
-        return min(self.free_mib[i] for i in self.indices)
+        return min(self.available_mib(i) for i in self.indices)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -151,15 +160,48 @@ class GpuMemory:
             "total_mib": [self.total_mib[i] for i in self.indices],
             "used_mib": [self.used_mib[i] for i in self.indices],
             "free_mib": [self.free_mib[i] for i in self.indices],
+            "reclaimable_mib": [self.reclaimable_mib.get(i, 0) for i in self.indices],
+            "reclaimed_from": self.reclaimed_from,
         }
+
+
+def add_reclaimable(
+    mem: GpuMemory, apps_text: str, cmdline_of: Callable[[int], str], match: str
+) -> GpuMemory:
+    """Count the memory of compute processes whose command line contains ``match`` as reclaimable.
+
+    ``apps_text``: ``nvidia-smi --query-compute-apps=pid,gpu_uuid,used_memory,process_name
+    --format=csv,noheader,nounits``. Processes on unknown GPUs are ignored (they are not ours to plan
+    around); an empty ``match`` reclaims nothing.
+    """
+    if not match:
+        return mem
+    try:
+        apps = nvidia_smi.parse_apps(apps_text)
+    except nvidia_smi.NvidiaSmiError as exc:
+        raise PlanInputError(str(exc)) from None
+    for app in apps:
+        index = mem.uuids.get(app.gpu_uuid)
+        if index is None or index not in mem.indices:
+            continue
+        cmdline = cmdline_of(app.pid)
+        if match not in cmdline:
+            continue
+        mem.reclaimable_mib[index] = mem.reclaimable_mib.get(index, 0) + app.used_mib
+        mem.reclaimed_from.append(f"pid {app.pid} ({cmdline[:120]}) {app.used_mib} MiB on GPU {index}")
+    return mem
 
 
 def smi_argv(nvidia_smi_path: str = "nvidia-smi") -> list[str]:
     return [nvidia_smi_path, "--query-gpu=" + ",".join(SMI_FIELDS), "--format=csv,noheader,nounits"]
 
 
+def apps_argv(nvidia_smi_path: str = "nvidia-smi") -> list[str]:
+    return nvidia_smi.apps_query_argv(nvidia_smi_path)
+
+
 def gpu_memory(text: str, wanted: Iterable[int]) -> GpuMemory:
-    """Memory of the ``wanted`` GPUs from ``nvidia-smi --query-gpu=index,memory.total,memory.used,
+    """Memory of the ``wanted`` GPUs from ``nvidia-smi --query-gpu=index,uuid,memory.total,memory.used,
     memory.free --format=csv,noheader,nounits``. A free figure of ``[N/A]`` is total - used."""
     try:
         rows = nvidia_smi.parse_csv(text, SMI_FIELDS)
@@ -168,12 +210,14 @@ def gpu_memory(text: str, wanted: Iterable[int]) -> GpuMemory:
     total: dict[int, int] = {}
     used: dict[int, int] = {}
     free: dict[int, int] = {}
+    uuids: dict[str, int] = {}
     for row in rows:
         try:
             idx = int(row["index"])
             total[idx] = int(float(row["memory.total"]))
         except ValueError:
             raise PlanInputError(f"nvidia-smi row without a GPU index/total: {row}") from None
+        uuids[row["uuid"]] = idx
         used[idx] = _mib(row["memory.used"], 0)
         free[idx] = _mib(row["memory.free"], total[idx] - used[idx])
     indices = [int(i) for i in wanted]
@@ -185,7 +229,7 @@ def gpu_memory(text: str, wanted: Iterable[int]) -> GpuMemory:
             f"GPU(s) {missing} not reported by nvidia-smi (it lists {sorted(total)}); "
             "check the config's GPUs (CUDA_VISIBLE_DEVICES) against the host"
         )
-    return GpuMemory(indices, total, free, used)
+    return GpuMemory(indices, total, free, used, uuids)
 
 
 def _mib(value: str, default: int) -> int:
@@ -213,6 +257,8 @@ __all__ = [
     "GpuMemory",
     "PlanInputError",
     "SglangInstall",
+    "add_reclaimable",
+    "apps_argv",
     "context_overhead_gib",
     "find_markers",
     "free_gib_at_start",

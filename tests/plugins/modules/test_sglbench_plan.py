@@ -46,7 +46,7 @@ MISSION_ARGV = [
     "--speculative-dflash-block-size", "16",
     "--mamba-scheduler-strategy", "extra_buffer",
 ]  # fmt: skip
-IDLE_SMI = "".join(f"{i}, 97887, 0, 97887\n" for i in range(8))
+IDLE_SMI = "".join(f"{i}, GPU-{i}, 97887, 0, 97887\n" for i in range(8))
 
 
 class Exit(Exception):
@@ -64,6 +64,7 @@ class FakeHost:
     ):
         self.probe = probe
         self.smi = smi
+        self.apps = ""
         self.probe_rc = 0
         self.smi_rc = 0
         self.calls: list[tuple[list[str], dict[str, str] | None]] = []
@@ -76,6 +77,8 @@ class FakeHost:
                 self.probe + "\n",
                 "ModuleNotFoundError: No module named 'sglang'" if self.probe_rc else "",
             )
+        if args[1].startswith("--query-compute-apps"):
+            return 0, self.apps, ""
         return self.smi_rc, self.smi, "NVIDIA-SMI has failed" if self.smi_rc else ""
 
 
@@ -126,7 +129,8 @@ def test_default_policy_skips_the_missions_failing_config(
     assert r["inputs"]["gpu_mem_gib"] == pytest.approx(95.5928, abs=1e-3)
     assert r["inputs"]["free_gib"] == pytest.approx(94.2428, abs=1e-3)
     assert host.calls[0][0][:2] == ["/usr/bin/python3", "-c"]
-    assert host.calls[1][0][1] == "--query-gpu=index,memory.total,memory.used,memory.free"
+    assert host.calls[1][0][1] == "--query-gpu=index,uuid,memory.total,memory.used,memory.free"
+    assert host.calls[2][0][1].startswith("--query-compute-apps=")
 
 
 def test_autotune_returns_the_tuned_command_line(monkeypatch: pytest.MonkeyPatch, host: FakeHost) -> None:
@@ -188,13 +192,33 @@ def test_sim_marker_and_unit_environment_pick_the_variant(
 
 
 def test_busy_gpu_lowers_the_free_memory(monkeypatch: pytest.MonkeyPatch, host: FakeHost) -> None:
-    host.smi = "0, 97887, 0, 97887\n1, 97887, 10240, 87647\n"
+    host.smi = "0, GPU-0, 97887, 0, 97887\n1, GPU-1, 97887, 10240, 87647\n"
     argv = [*MISSION_ARGV]
     argv[argv.index("--tp-size") + 1] = "2"
     r = run_module(monkeypatch, {"argv": argv, "gpus": [0, 1], "accounting": "A"}).result
     assert r["inputs"]["free_mib"] == [97887, 87647]
     assert r["inputs"]["free_gib"] == pytest.approx(87647 / 1024 - 1.85, abs=1e-3)
     assert r["inputs"]["sglang"]["accounting_source"] == "option"
+
+
+def test_memory_of_sglang_leftovers_counts_as_free(monkeypatch: pytest.MonkeyPatch, host: FakeHost) -> None:
+    # GPU 1 holds 10 GiB: 8 GiB by a leftover SGLang worker (the stop phase kills it), 2 GiB by something else
+    host.smi = "0, GPU-0, 97887, 0, 97887\n1, GPU-1, 97887, 10240, 87647\n"
+    host.apps = "101, GPU-1, 8192, python3\n202, GPU-1, 2048, Xorg\n303, GPU-7, 4096, python3\n"
+    cmdlines = {101: "/usr/bin/python3 -m sglang.launch_server --port 30001", 202: "/usr/lib/xorg/Xorg"}
+    monkeypatch.setattr(sglbench_plan, "read_cmdline", lambda pid: cmdlines.get(pid, ""))
+    argv = [*MISSION_ARGV]
+    argv[argv.index("--tp-size") + 1] = "2"
+    r = run_module(monkeypatch, {"argv": argv, "gpus": [0, 1], "accounting": "A"}).result
+    assert r["inputs"]["reclaimable_mib"] == [0, 8192]
+    assert r["inputs"]["free_gib"] == pytest.approx((87647 + 8192) / 1024 - 1.85, abs=1e-3)
+    assert r["inputs"]["reclaimed_from"] == [
+        "pid 101 (/usr/bin/python3 -m sglang.launch_server --port 30001) 8192 MiB on GPU 1"
+    ]
+    off = run_module(
+        monkeypatch, {"argv": argv, "gpus": [0, 1], "accounting": "A", "reclaim_match": ""}
+    ).result
+    assert off["inputs"]["free_gib"] == pytest.approx(87647 / 1024 - 1.85, abs=1e-3)
 
 
 @pytest.mark.parametrize(

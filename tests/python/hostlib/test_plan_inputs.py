@@ -8,9 +8,9 @@ import pytest
 
 from sglbench.hostlib import capacity, gpus, plan_inputs
 
-SMI = """0, 97887, 0, 97887
-1, 97887, 20480, 77407
-2, 97887, 512, [N/A]
+SMI = """0, GPU-a, 97887, 0, 97887
+1, GPU-b, 97887, 20480, 77407
+2, GPU-c, 97887, 512, [N/A]
 """
 
 
@@ -120,3 +120,18 @@ def test_free_memory_at_start_subtracts_the_planners_context_overhead() -> None:
     assert plan_inputs.free_gib_at_start(mem, 1) == pytest.approx(gpus.default_free_gib(97887 / 1024, 1))
     assert plan_inputs.free_gib_at_start(mem, 4) == pytest.approx(gpus.default_free_gib(97887 / 1024, 4))
     assert plan_inputs.free_gib_at_start(mem, 1, overhead_gib=0.5) == pytest.approx(97887 / 1024 - 0.5)
+
+
+def test_sglang_leftovers_are_reclaimable() -> None:
+    mem = plan_inputs.gpu_memory(SMI, [0, 1])
+    apps = "11, GPU-b, 16384, python3\n12, GPU-b, 4096, other\n13, GPU-c, 512, python3\n"
+    cmd = {11: "python3 -m sglang.launch_server --tp-size 2", 12: "/opt/render", 13: "python3 -m sglang.x"}
+    plan_inputs.add_reclaimable(mem, apps, lambda pid: cmd[pid], "sglang")
+    assert mem.reclaimable_mib == {1: 16384}  # GPU-c is not one of the config's GPUs
+    assert mem.available_mib(1) == 77407 + 16384 and mem.min_free_mib == 77407 + 16384
+    assert mem.reclaimed_from == ["pid 11 (python3 -m sglang.launch_server --tp-size 2) 16384 MiB on GPU 1"]
+    # never more than the GPU's capacity; an empty match reclaims nothing
+    plan_inputs.add_reclaimable(mem, "14, GPU-a, 9999, python3\n", lambda pid: "sglang", "sglang")
+    assert mem.available_mib(0) == 97887
+    untouched = plan_inputs.gpu_memory(SMI, [1])
+    assert plan_inputs.add_reclaimable(untouched, apps, lambda pid: cmd[pid], "").reclaimable_mib == {}
