@@ -17,6 +17,7 @@ SUBCOMMANDS: list[tuple[str, str]] = [
     ("plan", "sglbench.plan_cli"),
     ("summarize", "sglbench.summarize"),
     ("compare", "sglbench.compare"),
+    ("run", "sglbench.runner"),
 ]
 
 
