@@ -209,9 +209,19 @@ def _add_load_args(p: argparse.ArgumentParser, *, calibrate: bool) -> None:
         + (" (default 1,64,512)" if calibrate else "; default 1,2,4,… up to --max-concurrency")
         + "; with --request-rate: a single in-flight cap",
     )
-    p.add_argument("--num-prompts", type=int, default=None, help="requests per point and repeat")
+    p.add_argument(
+        "--num-prompts",
+        type=int,
+        default=None,
+        help=f"requests per point and repeat (default {2000 if calibrate else 200}; no cap with --duration)",
+    )
     p.add_argument("--duration", type=float, default=None, help="stop sending new requests after S seconds")
-    p.add_argument("--max-new-tokens", type=int, default=None, help="output tokens requested per request")
+    p.add_argument(
+        "--max-new-tokens",
+        type=int,
+        default=None,
+        help=f"output tokens requested per request (default {128 if calibrate else 256})",
+    )
     p.add_argument(
         "--warmup", type=int, default=None, help="warmup requests per point (default: concurrency, ≤64)"
     )
