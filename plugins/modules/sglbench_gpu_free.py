@@ -11,7 +11,9 @@ description:
     C(nvidia-smi --query-compute-apps=pid,gpu_uuid,used_memory,process_name) until the requested GPUs have no
     compute process and at most I(threshold_mib) memory in use.
   - After I(grace) seconds, processes still holding those GPUs whose command line matches I(kill_match) get
-    SIGTERM, then SIGKILL after I(kill_grace) seconds. Processes that do not match are never killed.
+    SIGTERM, then SIGKILL after I(kill_grace) seconds, together with their topmost matching ancestor (the
+    server's main process), so a leftover server is stopped whole. Processes that do not match are never
+    killed.
   - Fails with a report of what still holds memory (pid, command line, MiB per GPU) when the GPUs are not
     free by I(timeout).
   - In check mode it only reports (never kills).
@@ -104,6 +106,7 @@ from ansible.module_utils.sglbench_nvidia_smi import (
     parse_gpus,
     read_cmdline,
     run_nvidia_smi,
+    server_root,
 )
 
 
@@ -161,14 +164,20 @@ def run(module: AnsibleModule) -> None:
                 for holder in report.holders:
                     if p["kill_match"] not in holder.cmdline:
                         continue
-                    sent = termed.get(holder.pid)
-                    if sent is None:
-                        if signal_pid(holder.pid, signal.SIGTERM):
-                            termed[holder.pid] = now
-                            killed.append({**holder.__dict__, "signal": "SIGTERM"})
-                    elif now - sent >= p["kill_grace"] and signal_pid(holder.pid, signal.SIGKILL):
-                        termed[holder.pid] = float("inf")
-                        killed.append({**holder.__dict__, "signal": "SIGKILL"})
+                    # the server's main process first (it takes its workers down), then the holder
+                    root = server_root(holder.pid, p["kill_match"])
+                    for pid in dict.fromkeys((root, holder.pid)):
+                        entry = {**holder.__dict__, "pid": pid, "holder_pid": holder.pid}
+                        if pid != holder.pid:
+                            entry.update(used_mib=0, cmdline=read_cmdline(pid))
+                        sent = termed.get(pid)
+                        if sent is None:
+                            if signal_pid(pid, signal.SIGTERM):
+                                termed[pid] = now
+                                killed.append({**entry, "signal": "SIGTERM"})
+                        elif now - sent >= p["kill_grace"] and signal_pid(pid, signal.SIGKILL):
+                            termed[pid] = float("inf")
+                            killed.append({**entry, "signal": "SIGKILL"})
             time.sleep(min(p["interval"], max(0.0, deadline - now)))
     except NvidiaSmiError as err:
         module.fail_json(msg=f"cannot check GPU memory: {err}")

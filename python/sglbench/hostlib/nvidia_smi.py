@@ -154,6 +154,29 @@ def gpu_report(
     return GpuReport(busy, holders)
 
 
+def parent_pid(pid: int) -> int:
+    """Parent pid from /proc (0 when unknown)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+            return int(fh.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def server_root(pid: int, match: str, parent_of=parent_pid, cmdline_of=None) -> int:
+    """The topmost ancestor of ``pid`` whose command line still contains ``match`` (the server's
+    main process for a TP worker), so a leftover server is stopped whole, not just its workers."""
+    cmdline_of = cmdline_of or read_cmdline
+    root = pid
+    seen = {pid}
+    parent = parent_of(pid)
+    while parent > 1 and parent not in seen and match and match in cmdline_of(parent):
+        root = parent
+        seen.add(parent)
+        parent = parent_of(parent)
+    return root
+
+
 def read_cmdline(pid: int) -> str:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as fh:

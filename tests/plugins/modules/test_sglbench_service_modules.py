@@ -155,6 +155,7 @@ class FakeGpus:
         self.holders = dict(holders)  # pid -> cmdline
         self.die_on = die_on
         self.signals: list[tuple[int, int]] = []
+        self.roots: dict[int, int] = {}  # worker pid -> server main pid
 
     def smi(self, argv: list[str], timeout: float = 20.0) -> str:
         if argv[1].startswith("--query-gpu"):
@@ -173,6 +174,7 @@ def patch_gpus(monkeypatch: pytest.MonkeyPatch, fake: FakeGpus) -> None:
     monkeypatch.setattr(sglbench_gpu_free, "run_nvidia_smi", fake.smi)
     monkeypatch.setattr(sglbench_gpu_free, "read_cmdline", lambda pid: fake.holders.get(pid, ""))
     monkeypatch.setattr(sglbench_gpu_free, "signal_pid", fake.kill)
+    monkeypatch.setattr(sglbench_gpu_free, "server_root", lambda pid, match: fake.roots.get(pid, pid))
     monkeypatch.setattr(sglbench_gpu_free.time, "sleep", lambda s: None)
 
 
@@ -222,3 +224,12 @@ def test_gpu_free_in_check_mode_only_reports(run_module, monkeypatch: pytest.Mon
 
 def test_unit_state_helper_matches_module_view() -> None:
     assert systemd_unit.unit_state_from_props("x", systemd_unit.parse_show(SHOW["died"])).ended
+
+
+def test_gpu_free_stops_the_leftover_server_whole(run_module, monkeypatch: pytest.MonkeyPatch) -> None:
+    patch_gpus(monkeypatch, fake := FakeGpus({78: "python3 -m sglang.launch_server --port 31999"}))
+    fake.roots[78] = 70
+    done = run_module(sglbench_gpu_free, {"gpus": [0], "grace": 0})
+    assert fake.signals[:2] == [(70, signal.SIGTERM), (78, signal.SIGTERM)]
+    assert [k["pid"] for k in done.result["killed"]] == [70, 78]
+    assert done.result["killed"][0]["holder_pid"] == 78

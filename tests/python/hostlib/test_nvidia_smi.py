@@ -46,3 +46,17 @@ def test_threshold_and_all_gpus() -> None:
 def test_query_argv() -> None:
     assert smi.gpu_query_argv()[1] == "--query-gpu=index,uuid,name,memory.used,memory.total"
     assert smi.apps_query_argv("/x")[0] == "/x"
+
+
+def test_server_root_walks_up_matching_ancestors() -> None:
+    parents = {30: 20, 20: 10, 10: 1}
+    cmd = {20: "python3 -m sglang.launch_server", 10: "/bin/bash"}
+    assert smi.server_root(30, "sglang", parents.get, cmd.get) == 20
+    assert smi.server_root(30, "", parents.get, cmd.get) == 30
+    assert smi.server_root(5, "sglang", lambda pid: 0, cmd.get) == 5
+
+
+def test_parent_pid_of_this_process() -> None:
+    import os
+
+    assert smi.parent_pid(os.getpid()) == os.getppid()
