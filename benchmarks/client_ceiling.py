@@ -228,7 +228,7 @@ def run_workers(
         "cpu_per_proc": tot["cpu_s"] / wall / procs,
         "procs": procs,
         "valid": [o["valid"] for o in outs],
-        "invalid_reasons": sorted({r.split(" > ")[0] for o in outs for r in o["invalid_reasons"]}),
+        "invalid_reasons": sorted({" ".join(r.split()[:2]) for o in outs for r in o["invalid_reasons"]}),
     }
 
 

@@ -23,8 +23,10 @@ THRESHOLDS_HELP = (
     "Client self-check: a point is marked invalid (summary.json: valid=false, invalid_reasons) when the "
     f"p99 send lateness exceeds {metrics.MAX_SEND_LATENESS_P99_MS} ms, the p99 event-loop lag exceeds "
     f"{metrics.MAX_LOOP_LAG_P99_MS} ms, the client process used more than "
-    f"{metrics.MAX_CLIENT_CPU_FRACTION:.0%} of one core, or (rate mode) fewer than "
-    f"{metrics.MIN_ACHIEVED_RATE_FRACTION:.0%} of the target request rate were sent."
+    f"{metrics.MAX_CLIENT_CPU_FRACTION:.0%} of one core, it waited more than "
+    f"{metrics.MAX_RUNQUEUE_WAIT_FRACTION:.0%} of the time for a CPU (Linux schedstat: other processes "
+    f"starved it), or (rate mode) fewer than {metrics.MIN_ACHIEVED_RATE_FRACTION:.0%} of the target "
+    "request rate were sent."
 )
 
 

@@ -2,13 +2,28 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 
 import pytest
 
-from sglbench import bench_cli
-from sglbench.cli import main
+from sglbench import bench_cli, calibrate_cli, cli
 from sglbench.hostlib import nullserver
+
+
+def main(argv: list[str]) -> int:
+    """Run ``sglbench bench|calibrate`` through their own parsers (isolated from other subcommands)."""
+    parser = argparse.ArgumentParser(prog="sglbench")
+    sub = parser.add_subparsers(dest="command", required=True)
+    bench_cli.add_parser(sub)
+    calibrate_cli.add_parser(sub)
+    args = parser.parse_args(argv)
+    return int(args.func(args))
+
+
+def test_subcommands_are_registered():
+    assert ("bench", "sglbench.bench_cli") in cli.SUBCOMMANDS
+    assert ("calibrate", "sglbench.calibrate_cli") in cli.SUBCOMMANDS
 
 REQUIRED_POINT_KEYS = {
     "concurrency",

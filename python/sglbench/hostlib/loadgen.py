@@ -206,6 +206,18 @@ def poisson_schedule(rate: float, n: int, seed: int, duration_s: float | None = 
     return out
 
 
+def runqueue_wait_s() -> float | None:
+    """Seconds this (single-threaded) client has spent runnable but waiting for a CPU (Linux schedstat).
+
+    Separates "the client is too slow" from "other processes took the CPU": both delay timestamps.
+    """
+    try:
+        with open("/proc/thread-self/schedstat", encoding="ascii") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 class _LagMonitor:
     def __init__(self) -> None:
         self.samples: list[float] = []
@@ -412,6 +424,7 @@ class LoadRunner:
         lag = _LagMonitor()
         lag.start()
         cpu0 = time.process_time()
+        sched0 = runqueue_wait_s()
         t0_wall = time.time()
         t0 = _perf()
         deadline = t0 + spec.duration_s if spec.duration_s else None
@@ -428,6 +441,9 @@ class LoadRunner:
             await self._open_loop(measured, schedule, point.concurrency, t0, model, records)
         stats.wall_s = _perf() - t0
         stats.cpu_s = time.process_time() - cpu0
+        sched1 = runqueue_wait_s()
+        if sched0 is not None and sched1 is not None:
+            stats.runqueue_wait_s = sched1 - sched0
         await lag.stop()
         stats.loop_lag_s = lag.samples
         stats.n_sent = sum(1 for r in records if r.sent_s is not None)

@@ -37,6 +37,7 @@ MAX_SEND_LATENESS_P99_MS = 5.0  # p99 of (sent − ready): the client sent late
 MAX_LOOP_LAG_P99_MS = 10.0  # p99 event-loop lag sampled every 10 ms: the loop was too busy to serve I/O
 MAX_CLIENT_CPU_FRACTION = 0.90  # process CPU time / wall time: one event-loop core saturated
 MIN_ACHIEVED_RATE_FRACTION = 0.97  # rate mode: requests sent / (rate × send window)
+MAX_RUNQUEUE_WAIT_FRACTION = 0.10  # time runnable but waiting for a CPU / wall: other processes starved it
 
 
 def percentile(sorted_values: Sequence[float], q: float) -> float:
@@ -195,6 +196,7 @@ class ClientStats:
     """What the load generator measured about itself during a point."""
 
     cpu_s: float = 0.0  # process CPU time (user+sys) over the point
+    runqueue_wait_s: float | None = None  # Linux schedstat: runnable but not running (CPU taken by others)
     wall_s: float = 0.0
     loop_lag_s: list[float] = field(default_factory=list)
     target_rate: float | None = None  # rate mode only
@@ -217,6 +219,16 @@ def client_health(
         reasons.append(f"event-loop lag p99 {lag['p99']:.2f} ms > {MAX_LOOP_LAG_P99_MS} ms")
     if cpu_frac is not None and cpu_frac > MAX_CLIENT_CPU_FRACTION:
         reasons.append(f"client CPU {cpu_frac:.0%} of one core > {MAX_CLIENT_CPU_FRACTION:.0%}")
+    wait_frac = (
+        stats.runqueue_wait_s / stats.wall_s
+        if stats.runqueue_wait_s is not None and stats.wall_s > 0
+        else None
+    )
+    if wait_frac is not None and wait_frac > MAX_RUNQUEUE_WAIT_FRACTION:
+        reasons.append(
+            f"client waited {wait_frac:.0%} of the time for a CPU (> {MAX_RUNQUEUE_WAIT_FRACTION:.0%}): "
+            "other processes on this machine starved it"
+        )
     achieved = None
     if stats.target_rate and stats.send_window_s and stats.send_window_s > 0:
         sent_times = sorted(_get(r, "sent_s") for r in records if _get(r, "sent_s") is not None)
@@ -238,6 +250,7 @@ def client_health(
         "loop_lag_ms": lag,
         "cpu_s": stats.cpu_s,
         "cpu_fraction": cpu_frac,
+        "runqueue_wait_fraction": wait_frac,
         "achieved_rate": achieved,
         "target_rate": stats.target_rate,
         "thresholds": {
@@ -245,6 +258,7 @@ def client_health(
             "loop_lag_p99_ms": MAX_LOOP_LAG_P99_MS,
             "cpu_fraction": MAX_CLIENT_CPU_FRACTION,
             "achieved_rate_fraction": MIN_ACHIEVED_RATE_FRACTION,
+            "runqueue_wait_fraction": MAX_RUNQUEUE_WAIT_FRACTION,
         },
     }
 

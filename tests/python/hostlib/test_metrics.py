@@ -184,11 +184,13 @@ def test_client_health_flags_each_threshold():
     rec = stream_record(sent=0.010, ttft=0.01, gap=0.01, n_tokens=2, k=1)
     rec["ready_s"] = 0.0  # sent 10 ms late
     ms = [metrics.request_metrics(rec)]
-    stats = metrics.ClientStats(cpu_s=0.95, wall_s=1.0, loop_lag_s=[0.05] * 10)
+    stats = metrics.ClientStats(cpu_s=0.95, wall_s=1.0, loop_lag_s=[0.05] * 10, runqueue_wait_s=0.3)
     h = metrics.client_health([rec], ms, stats)
     assert h["valid"] is False
     text = " ".join(h["reasons"])
     assert "send lateness" in text and "event-loop lag" in text and "client CPU" in text
+    assert "waited 30% of the time for a CPU" in text
+    assert h["runqueue_wait_fraction"] == pytest.approx(0.3)
 
     rec["ready_s"] = rec["sent_s"]
     calm = metrics.client_health(
