@@ -86,6 +86,7 @@ def worker_ours(
         "wall_s": s["duration_s"],
         "start": res.t0_wall,
         "cpu_s": s["client"]["cpu_s"],
+        "cpu_wait_s": (s["client"]["runqueue_wait_fraction"] or 0.0) * s["client"]["wall_s"],
         "valid": s["valid"],
         "invalid_reasons": s["invalid_reasons"],
     }
@@ -167,12 +168,14 @@ def worker_baseline(url: str, concurrency: int, n: int, max_new: int, start_at: 
         return time.perf_counter() - t0, start
 
     cpu0 = time.process_time()
+    wait0 = loadgen.runqueue_wait_s() or 0.0
     wall, start = asyncio.run(go())
     return {
         **stats,
         "wall_s": wall,
         "start": start,
         "cpu_s": time.process_time() - cpu0,
+        "cpu_wait_s": (loadgen.runqueue_wait_s() or 0.0) - wait0,
         "valid": None,
         "invalid_reasons": [],
     }
@@ -218,7 +221,9 @@ def run_workers(
     begin = min(o["start"] for o in outs)
     end = max(o["start"] + o["wall_s"] for o in outs)
     wall = end - begin
-    tot = {k: sum(o[k] for o in outs) for k in ("requests", "errors", "chunks", "tokens", "cpu_s")}
+    tot = {
+        k: sum(o[k] for o in outs) for k in ("requests", "errors", "chunks", "tokens", "cpu_s", "cpu_wait_s")
+    }
     return {
         **tot,
         "wall_s": wall,
@@ -226,6 +231,9 @@ def run_workers(
         "chunks_s": tot["chunks"] / wall,
         "tok_s": tot["tokens"] / wall,
         "cpu_per_proc": tot["cpu_s"] / wall / procs,
+        # Load-independent efficiency: chunks parsed per second of client CPU (sum over processes).
+        "chunks_per_cpu_s": tot["chunks"] / tot["cpu_s"] if tot["cpu_s"] > 0 else None,
+        "cpu_wait_per_proc": tot["cpu_wait_s"] / wall / procs,
         "procs": procs,
         "valid": [o["valid"] for o in outs],
         "invalid_reasons": sorted({" ".join(r.split()[:2]) for o in outs for r in o["invalid_reasons"]}),
@@ -313,17 +321,22 @@ def main() -> int:
                 rows.append(row)
                 print(
                     f"{row['client']:<40} streams={c:<4} procs={procs} req/s={r['req_s']:8.1f} "
-                    f"chunks/s={r['chunks_s']:9.0f} client_cpu/proc={r['cpu_per_proc']:4.0%} "
-                    f"server_cpu/proc={server_cpu:4.0%} errors={r['errors']}"
+                    f"chunks/s={r['chunks_s']:9.0f} chunks/cpu-s={r['chunks_per_cpu_s'] or 0:9.0f} "
+                    f"client_cpu/proc={r['cpu_per_proc']:4.0%} "
+                    f"client_cpu_wait/proc={r['cpu_wait_per_proc']:4.0%} server_cpu/proc={server_cpu:4.0%} "
+                    f"errors={r['errors']}"
                     + (f" self-check: {', '.join(r['invalid_reasons'])}" if r["invalid_reasons"] else ""),
                     flush=True,
                 )
     if args.baseline != "none":
-        print("\nratio sglbench / bench_serving-style (chunks/s):")
+        print("\nratio sglbench / bench_serving-style (chunks):")
         for c in levels:
             ours = next(r for r in rows if r["streams"] == c and r["client"] == "sglbench")
             base = next(r for r in rows if r["streams"] == c and r["client"] != "sglbench")
-            print(f"  streams={c:<4} {ours['chunks_s'] / base['chunks_s']:.1f}x")
+            print(
+                f"  streams={c:<4} {ours['chunks_s'] / base['chunks_s']:.1f}x wall-clock, "
+                f"{ours['chunks_per_cpu_s'] / base['chunks_per_cpu_s']:.1f}x per client CPU-second"
+            )
     if args.json:
         args.json.write_text(
             json.dumps(

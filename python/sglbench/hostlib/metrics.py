@@ -249,6 +249,7 @@ def client_health(
         "send_lateness_ms": lat,
         "loop_lag_ms": lag,
         "cpu_s": stats.cpu_s,
+        "wall_s": stats.wall_s,
         "cpu_fraction": cpu_frac,
         "runqueue_wait_fraction": wait_frac,
         "achieved_rate": achieved,
