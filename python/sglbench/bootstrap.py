@@ -6,8 +6,10 @@ Method (documented in docs/operations.md, "How the numbers are computed"):
   and, when per-request rows were kept, the output tokens of its n_r successful requests and its
   measured window D_r (so T_r = sum(tokens) / D_r).
 - One bootstrap replicate draws R repeats with replacement (between-repeat noise); for each drawn
-  repeat with request rows it also draws n_r requests with replacement and recomputes that repeat's
-  throughput as sum(drawn tokens) / D_r (within-repeat noise); without request rows it uses T_r.
+  repeat with request rows it also draws n_r requests with replacement and rescales that repeat's
+  throughput by the drawn token total: T_r x sum(drawn tokens) / sum(tokens) (= sum(drawn) / D_r when
+  the rows and the summary agree; the rescaling keeps the replicate centred on the reported T_r even
+  if they do not); without request rows it uses T_r.
   The replicate's value is the mean of the R repeat throughputs.
 - B replicates (default 2000) give a distribution; the 95% interval is its 2.5th and 97.5th
   percentiles (percentile bootstrap, numpy's linear interpolation).
@@ -41,7 +43,7 @@ class RepeatSample:
 
     @property
     def resamplable(self) -> bool:
-        return bool(self.tokens) and bool(self.duration_s) and (self.duration_s or 0) > 0
+        return bool(self.tokens) and sum(self.tokens or ()) > 0
 
 
 def rng_for(seed: int, label: str) -> np.random.Generator:
@@ -65,7 +67,7 @@ def replicates(samples: Sequence[RepeatSample], n_boot: int, rng: np.random.Gene
                 hi = min(n_boot, lo + step)
                 draws = rng.integers(0, n, size=(hi - lo, n))
                 sums[lo:hi] = tokens[draws].sum(axis=1)
-            per_repeat[i] = sums / float(s.duration_s or 1.0)
+            per_repeat[i] = s.throughput * sums / float(tokens.sum())
         else:
             per_repeat[i] = s.throughput
     pick = rng.integers(0, r, size=(n_boot, r))

@@ -18,6 +18,7 @@ SUBCOMMANDS: list[tuple[str, str]] = [
     ("summarize", "sglbench.summarize"),
     ("compare", "sglbench.compare"),
     ("run", "sglbench.runner"),
+    ("report", "sglbench.report"),
 ]
 
 

@@ -82,7 +82,7 @@ def _samples(
         dur = row.duration_s if row.duration_s is not None and not pd.isna(row.duration_s) else None
         key = tuple(getattr(row, k) for k in CELL_KEYS)
         out.setdefault(key, []).append(
-            bootstrap.RepeatSample(float(row.output_throughput_tok_s), dur, toks if dur else None)
+            bootstrap.RepeatSample(float(row.output_throughput_tok_s), dur, toks)
         )
     return out
 

@@ -129,7 +129,12 @@ def record(
         "argv": ["python3", "-m", "sglang.launch_server"],
         "outcome": outcome,
         "failure": failure,
-        "timings": {"started_at": 1000.0, "ended_at": 1060.0, "total_s": 60.0, "time_to_ready_s": 12.5},
+        "timings": {
+            "started_at": 1_795_940_000.0,
+            "ended_at": 1_795_940_060.0,
+            "total_s": 60.0,
+            "time_to_ready_s": 12.5 if outcome == "ok" else None,
+        },
         "plan": plan_,
         "observed": {
             "server_info": None
@@ -194,3 +199,156 @@ def request(
         "bytes_received": 100,
         "n_events": 3,
     }
+
+
+def demo_plan(tp: int, spec: bool, mrr: int, *, fits: bool = True) -> dict[str, Any]:
+    """A capacity plan whose parts add up the way Plan.to_dict() does (96 GiB GPU, 27B hybrid model)."""
+    total, ctx = 95.59, 1.35 + (0.5 if tp > 1 else 0.0)
+    weights, draft = 50.95 / tp, (3.22 / tp if spec else 0.0)
+    mamba = 1.29 if spec else 2.6
+    spec_res = 4.59 if spec else 0.0
+    static = total * 0.75 if spec else total * 0.85
+    kv = max(0.5, static - weights - draft - mamba - spec_res)
+    kv_tokens = int(kv * 2**30 / (86016 if spec else 65536) * tp)
+    return plan(
+        kv=kv_tokens,
+        mrr=mrr,
+        fits=fits,
+        gpu_mem_gib=total,
+        weights_gib=weights,
+        draft_weights_gib=draft,
+        k_size_gib=kv / 2,
+        v_size_gib=kv / 2,
+        kv_cache_gib=kv,
+        mamba_conv_gib=0.03,
+        mamba_ssm_gib=mamba - 0.03,
+        spec_intermediate_ssm_gib=spec_res,
+        spec_intermediate_conv_gib=0.0,
+        cuda_graph_gib=1.0,
+        available_gpu_mem_gib=total - ctx - static - 1.0,
+    )
+
+
+def demo_campaign(root: Path, run_id: str = "demo", seed: int = 7, with_requests: bool = True) -> Path:
+    """A realistic constructed campaign (3 TP sizes, AR + DFlash + DDTree, a planned skip and a failure,
+    per-request rows with prompt categories) for report and summary tests."""
+    import random
+
+    rnd = random.Random(seed)
+    cats = {"math": 1.25, "code": 1.15, "chat": 0.9, "summarize": 0.8}
+    configs = [
+        ("qwen27b-ar", "none", 1.0, 0.0),
+        ("qwen27b-dflash", "DFLASH", 2.0, 3.4),
+        ("qwen27b-ddtree-b16", "DDTREE", 2.3, 4.1),
+    ]
+    t0 = 1_795_940_000.0
+    for tp in (1, 4, 8):
+        for name, alg, mult, acc in configs:
+            spec = acc > 0
+            mrr = 4 if spec else 64
+            pl = demo_plan(tp, spec, mrr)
+            if tp == 8 and name == "qwen27b-ddtree-b16":
+                failure = {
+                    "phase": "health",
+                    "cause": "cuda_oom",
+                    "message": "sglang-qwen27b-ddtree-b16-tp8.service ended while starting",
+                    "lines": [
+                        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 3 has "
+                        "a total capacity of 95.59 GiB of which 1.12 GiB is free."
+                    ],
+                }
+                write(
+                    root,
+                    record(
+                        run_id=run_id,
+                        config=name,
+                        algorithm=alg,
+                        tp=tp,
+                        outcome="failed",
+                        failure=failure,
+                        plan_=pl,
+                        kv_observed=None,
+                    ),
+                )
+                continue
+            pts, reqs = [], []
+            for c in (1, 2, 4, 8):
+                for r in range(3):
+                    tput = 38.0 * (c**0.8) * (tp**0.55) * mult * (1 - 0.06 * spec * c / 8)
+                    tput *= 1 + rnd.uniform(-0.04, 0.04)
+                    dur = 20.0
+                    n = 8 * c
+                    toks = [rnd.choice((96, 160, 256, 256, 256)) for _ in range(n)]
+                    dur = sum(toks) / tput
+                    pts.append(
+                        point(
+                            c,
+                            r,
+                            tput,
+                            duration_s=dur,
+                            ttft=60 + 12 * c / tp + rnd.uniform(0, 8),
+                            itl=1000.0 * c / tput,
+                            accept=acc or None,
+                            n_ok=n,
+                        )
+                    )
+                    if with_requests:
+                        for i, k in enumerate(toks):
+                            cat = list(cats)[i % 4]
+                            verify = max(1, round(k / (acc * cats[cat]))) if spec else None
+                            rq = request(c, r, i, k, category=cat, verify=verify)
+                            rq["sent_s"] = rnd.uniform(0, dur * 0.7)
+                            ttft = (0.05 + 0.01 * c / tp) * rnd.lognormvariate(0, 0.3)
+                            e2e = ttft + k / (tput / c) * rnd.lognormvariate(0, 0.15)
+                            rq["chunk_t"] = [
+                                rq["sent_s"] + ttft,
+                                rq["sent_s"] + (ttft + e2e) / 2,
+                                rq["sent_s"] + e2e,
+                            ]
+                            rq["end_s"] = rq["sent_s"] + e2e
+                            reqs.append(rq)
+            rec = record(
+                run_id=run_id,
+                config=name,
+                algorithm=alg,
+                tp=tp,
+                benchmark=bench(pts, prompts="mixed"),
+                plan_=pl,
+                kv_observed=int(pl["max_total_num_tokens"] * rnd.uniform(0.97, 1.01)),
+                mrr_observed=mrr,
+            )
+            rec["timings"].update(
+                started_at=t0, ended_at=t0 + 300, time_to_ready_s=round(rnd.uniform(40, 90), 1)
+            )
+            t0 += 300
+            write(root, rec, requests=reqs if with_requests else None)
+    skipped = demo_plan(1, True, 0, fits=False)
+    skipped["recommendations"] = [
+        {
+            "flags": {"max_running_requests": 4},
+            "max_total_num_tokens": 132_764,
+            "max_running_requests": 4,
+            "why": "Mamba state for 4 requests fits",
+            "rank": 0,
+        }
+    ]
+    write(
+        root,
+        record(
+            run_id=run_id,
+            config="qwen27b-dflash-mrr8",
+            algorithm="DFLASH",
+            tp=1,
+            outcome="skipped",
+            kv_observed=None,
+            plan_=skipped,
+            failure={
+                "phase": "plan",
+                "cause": "planned_failure",
+                "message": "predicted: max_running_requests would be 0 with 8 requested "
+                "(Mamba state for 8 requests does not fit)",
+                "lines": [],
+            },
+        ),
+    )
+    return root / run_id

@@ -73,7 +73,7 @@ def test_bootstrap_matches_a_hand_written_reference() -> None:
     got = bootstrap.replicates(samples, 50, bootstrap.rng_for(3, "x"))
     rng = bootstrap.rng_for(3, "x")
     draws = rng.integers(0, 3, size=(50, 3))
-    first = np.array([4.0, 6.0, 2.0])[draws].sum(axis=1) / 2.0
+    first = 5.0 * np.array([4.0, 6.0, 2.0])[draws].sum(axis=1) / 12.0
     pick = rng.integers(0, 2, size=(50, 2))
     per = np.vstack([first, np.full(50, 7.0)])
     want = [(per[pick[b, 0], b] + per[pick[b, 1], b]) / 2 for b in range(50)]

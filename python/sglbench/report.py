@@ -1,0 +1,766 @@
+"""``sglbench report RUN_DIR -o report.html``: one self-contained HTML page of a campaign.
+
+The page has inline CSS and its plots as base64 PNG data URIs (no scripts, no network); the same PNGs
+are written beside it as ``<stem>-<plot>.png``. Sections: at a glance, summary tables per TP, throughput
+vs concurrency, speedup with CIs, latency distributions, acceptance by prompt category, TP scaling,
+capacity (memory split per GPU from the capacity plan; KV tokens predicted vs observed), failures with
+recommendations, and how the numbers were computed. A SIMULATED banner heads the page when any data
+comes from the stand-in.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import html
+import io
+import math
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import pandas as pd
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from sglbench import bootstrap
+from sglbench.results import Results
+from sglbench.summarize import display_rows, load_or_exit, summary_table
+
+DPI = 100
+# What to do about each failure cause (classified by hostlib/sglang_logs.py and the cycle role).
+CAUSE_ADVICE = {
+    "zero_requests": "SGLang computed zero request slots: the Mamba state pool cannot hold the requested "
+    "running requests next to the speculative buffers. Lower --max-running-requests, raise "
+    "--mem-fraction-static, or apply the planner's recommendation (sglbench run --policy autotune).",
+    "not_enough_memory": "The KV/state pools do not fit after the weights: raise --mem-fraction-static, "
+    "lower --context-length, or run at a larger TP size.",
+    "cuda_oom": "CUDA ran out of memory while starting (CUDA graphs or activations): lower "
+    "--mem-fraction-static or --cuda-graph-max-bs.",
+    "bad_args": "SGLang rejected its arguments or could not load the model: check this config's args, model "
+    "and draft paths in the matrix (journal.log has the exact error).",
+    "port_in_use": "The port was taken: stop the other server or give the config another port.",
+    "readiness_timeout": "The server never became ready before the deadline: read journal.log; large models "
+    "may need a longer sglbench_ready_timeout_s.",
+    "gpu_busy": "The GPUs were not free after stopping every SGLang unit: another process holds them.",
+    "planned_failure": "The capacity planner predicted this start would fail, so it was not started (policy "
+    "skip). Use --policy autotune to run the recommended flags, or --policy force to try anyway.",
+    "start_failed": "systemd could not start the unit: see unit.service and journal.log beside the record.",
+    "probe_failed": "The server started but /server_info did not answer: see journal.log.",
+    "bench_failed": "The benchmark did not complete: see the record's failure message and journal.log.",
+}
+PALETTE = [
+    "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22",
+    "#7f7f7f", "#393b79", "#ad494a",
+]  # fmt: skip
+MEMORY_PARTS = [
+    ("weights", "#4c72b0"),
+    ("KV cache", "#55a868"),
+    ("Mamba state", "#c44e52"),
+    ("speculative reservation", "#8172b2"),
+    ("CUDA graphs", "#ccb974"),
+    ("free for activations", "#dddddd"),
+    ("CUDA context / other", "#999999"),
+]
+
+
+@dataclass
+class Plot:
+    key: str
+    title: str
+    png: bytes | None
+    caption: str
+    empty_reason: str = ""
+
+
+# -- helpers --------------------------------------------------------------------------------------
+def _png(fig: Figure) -> bytes:
+    FigureCanvasAgg(fig)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=DPI, bbox_inches="tight", metadata={"Software": None})
+    return buf.getvalue()
+
+
+def config_colors(configs: Sequence[str]) -> dict[str, str]:
+    return {c: PALETTE[i % len(PALETTE)] for i, c in enumerate(sorted(set(configs)))}
+
+
+def _nan(v: Any) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
+
+
+def _fmt(v: Any, spec: str = ".1f") -> str:
+    return "-" if _nan(v) else format(float(v), spec)
+
+
+def memory_split(plan: dict[str, Any]) -> dict[str, float] | None:
+    """GiB per GPU by part (``MEMORY_PARTS``) from a capacity plan (Plan.to_dict()); None without one."""
+    total = plan.get("gpu_mem_gib")
+    if not total:
+        return None
+
+    def g(*keys: str) -> float:
+        return float(sum(float(plan.get(k) or 0.0) for k in keys))
+
+    kv = g("k_size_gib", "v_size_gib", "draft_k_size_gib", "draft_v_size_gib") or g("kv_cache_gib")
+    parts = {
+        "weights": g("weights_gib", "draft_weights_gib"),
+        "KV cache": kv,
+        "Mamba state": g("mamba_conv_gib", "mamba_ssm_gib"),
+        "speculative reservation": g("spec_intermediate_ssm_gib", "spec_intermediate_conv_gib"),
+        "CUDA graphs": g("cuda_graph_gib", "req_to_token_gib"),
+        "free for activations": max(0.0, g("available_gpu_mem_gib")),
+    }
+    parts["CUDA context / other"] = max(0.0, float(total) - sum(parts.values()))
+    return parts
+
+
+# -- plots ----------------------------------------------------------------------------------------
+def _tp_axes(n: int, width: float = 4.6, height: float = 3.4) -> tuple[Figure, list[Any]]:
+    fig = Figure(figsize=(max(width * n, 6.0), height))
+    axes = [fig.add_subplot(1, n, i + 1) for i in range(n)]
+    return fig, axes
+
+
+def _legend(axes: Sequence[Any], *, sort: bool = True) -> None:
+    """One legend (right of the last axis) with every series of every axis, once each."""
+    seen: dict[str, Any] = {}
+    for ax in axes:
+        for h, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            seen.setdefault(label, h)
+    labels = sorted(seen) if sort else list(seen)
+    axes[-1].legend(
+        [seen[k] for k in labels],
+        labels,
+        fontsize=8,
+        loc="upper left",
+        bbox_to_anchor=(1.02, 1.0),
+        frameon=False,
+    )
+
+
+def _conc_axis(ax: Any, concs: Sequence[Any]) -> None:
+    ax.set_xscale("log", base=2)
+    ticks = sorted({int(c) for c in concs if not _nan(c)})
+    ax.set_xticks(ticks, [str(c) for c in ticks])
+    ax.minorticks_off()
+    ax.set_xlabel("concurrent requests")
+
+
+def plot_throughput(table: pd.DataFrame, colors: dict[str, str]) -> Plot:
+    t = table[table["point"].notna() & table["tok_s"].notna()]
+    key, title = "throughput", "Output throughput vs concurrency"
+    if not len(t):
+        return Plot(key, title, None, "", "no benchmark points were recorded")
+    tps = sorted(t["tp"].unique())
+    fig, axes = _tp_axes(len(tps))
+    for ax, tp in zip(axes, tps, strict=True):
+        sub = t[t["tp"] == tp]
+        for (cfg, host), g in sub.groupby(["config", "host"], sort=True):
+            g = g.sort_values("concurrency")
+            label = cfg if t["host"].nunique() == 1 else f"{cfg} @ {host}"
+            style = "--" if str(g["algorithm"].iloc[0]).lower() == "none" else "-"
+            ax.plot(g["concurrency"], g["tok_s"], style, marker="o", color=colors[cfg], label=label, lw=1.8)
+            lo, hi = g["tok_s_ci_low"].astype(float), g["tok_s_ci_high"].astype(float)
+            if lo.notna().any():
+                ax.fill_between(g["concurrency"], lo, hi, color=colors[cfg], alpha=0.2, lw=0)
+        _conc_axis(ax, sub["concurrency"])
+        ax.set_title(f"TP {tp}")
+        ax.set_ylabel("output tokens/s")
+        ax.set_ylim(bottom=0)
+        ax.grid(True, alpha=0.3)
+    _legend(axes)
+    cap = (
+        "Mean output tokens/s over repeats at each concurrency; shaded band = 95% bootstrap CI. "
+        "Dashed lines are autoregressive baselines (algorithm none)."
+    )
+    return Plot(key, title, _png(fig), cap)
+
+
+def plot_speedup(table: pd.DataFrame, colors: dict[str, str]) -> Plot:
+    key, title = "speedup", "Speedup over the autoregressive baseline"
+    t = table[table["speedup"].notna() & (table["baseline"] != table["config"])]
+    if not len(t):
+        return Plot(
+            key,
+            title,
+            None,
+            "",
+            "no speculative config has a baseline (algorithm none) at the same host, TP, model, prompt set "
+            "and concurrency",
+        )
+    tps = sorted(t["tp"].unique())
+    fig, axes = _tp_axes(len(tps), width=5.0, height=3.6)
+    for ax, tp in zip(axes, tps, strict=True):
+        sub = t[t["tp"] == tp]
+        concs = sorted(sub["concurrency"].dropna().unique())
+        cfgs = sorted(sub["config"].unique())
+        width = 0.8 / max(len(cfgs), 1)
+        for j, cfg in enumerate(cfgs):
+            g = sub[sub["config"] == cfg]
+            xs, ys, err_lo, err_hi = [], [], [], []
+            for r in g.itertuples():
+                xs.append(concs.index(r.concurrency) + (j - (len(cfgs) - 1) / 2) * width)
+                ys.append(r.speedup)
+                err_lo.append(0.0 if _nan(r.speedup_ci_low) else max(0.0, r.speedup - r.speedup_ci_low))
+                err_hi.append(0.0 if _nan(r.speedup_ci_high) else max(0.0, r.speedup_ci_high - r.speedup))
+            ax.bar(
+                xs,
+                ys,
+                width=width * 0.95,
+                color=colors[cfg],
+                label=cfg,
+                yerr=[err_lo, err_hi],
+                capsize=3,
+                ecolor="#333333",
+            )
+        ax.axhline(1.0, color="#333333", lw=1, ls="--")
+        ax.set_xticks(range(len(concs)), [str(int(c)) for c in concs])
+        ax.set_title(f"TP {tp}")
+        ax.set_xlabel("concurrent requests")
+        ax.set_ylabel("speedup (x)")
+        ax.grid(True, axis="y", alpha=0.3)
+    _legend(axes)
+    cap = (
+        "Throughput ratio to the algorithm-none config of the same model, TP and concurrency; whiskers = 95% "
+        "bootstrap CI. Above the dashed line = faster than autoregressive."
+    )
+    return Plot(key, title, _png(fig), cap)
+
+
+def plot_latency(res: Results, table: pd.DataFrame, colors: dict[str, str]) -> Plot:
+    key, title = "latency", "Latency distributions"
+    req = res.requests[res.requests["ok"].astype(bool)] if len(res.requests) else res.requests
+    if len(req) and req["ttft_ms"].notna().any():
+        tps = sorted(req["tp"].unique())
+        n_cfg = int(req.groupby("tp")["config"].nunique().max())
+        fig = Figure(figsize=(max(7.0, len(tps) * (0.9 * n_cfg + 1.6)), 6.2))
+        top: list[Any] = []
+        for k, (col, metric) in enumerate(
+            (("ttft_ms", "time to first token (ms)"), ("e2e_ms", "end-to-end (ms)"))
+        ):
+            for i, tp in enumerate(tps):
+                ax = fig.add_subplot(2, len(tps), k * len(tps) + i + 1)
+                sub = req[req["tp"] == tp]
+                cfgs = sorted(sub["config"].unique())
+                data = [sub[sub["config"] == c][col].dropna().to_numpy() for c in cfgs]
+                bp = ax.boxplot(
+                    data,
+                    showfliers=False,
+                    patch_artist=True,
+                    whis=(1, 99),
+                    widths=0.6,
+                    medianprops={"color": "#111111"},
+                )
+                for patch, c in zip(bp["boxes"], cfgs, strict=True):
+                    patch.set_facecolor(colors[c])
+                    patch.set_alpha(0.8)
+                    patch.set_label(c)
+                ax.set_xticks(range(1, len(cfgs) + 1), ["" for _ in cfgs])
+                if k == 0:
+                    ax.set_title(f"TP {tp}")
+                    top.append(ax)
+                if i == 0:
+                    ax.set_ylabel(metric)
+                ax.set_ylim(bottom=0)
+                ax.grid(True, axis="y", alpha=0.3)
+        _legend(top)
+        cap = (
+            "Per-request distributions over every measured request of every concurrency (colour = config): "
+            "box = p25-p75, black line = median, whiskers = p1-p99."
+        )
+        return Plot(key, title, _png(fig), cap)
+    t = table[table["ttft_p50_ms"].notna()]
+    if not len(t):
+        return Plot(key, title, None, "", "no latency was recorded")
+    tps = sorted(t["tp"].unique())
+    fig = Figure(figsize=(max(7.0, 4.6 * len(tps)), 6.4))
+    top = []
+    for k, (p50, p99, label) in enumerate(
+        (
+            ("ttft_p50_ms", "ttft_p99_ms", "TTFT (ms)"),
+            ("itl_p50_ms", "itl_p99_ms", "inter-token latency (ms)"),
+        )
+    ):
+        for i, tp in enumerate(tps):
+            ax = fig.add_subplot(2, len(tps), k * len(tps) + i + 1)
+            sub = t[t["tp"] == tp]
+            for cfg, g in sub.groupby("config", sort=True):
+                g = g.sort_values("concurrency")
+                ax.plot(g["concurrency"], g[p50], "-o", color=colors[cfg], label=cfg, ms=4)
+                ax.fill_between(g["concurrency"], g[p50], g[p99], color=colors[cfg], alpha=0.15, lw=0)
+            _conc_axis(ax, sub["concurrency"])
+            ax.set_title(f"{label}, TP {tp}", fontsize=10)
+            ax.set_ylim(bottom=0)
+            ax.grid(True, alpha=0.3)
+            if k == 0:
+                top.append(ax)
+    _legend(top)
+    cap = (
+        "No per-request rows were kept, so this shows each point's p50 (line) to p99 (top of the band), "
+        "averaged over repeats."
+    )
+    return Plot(key, title, _png(fig), cap)
+
+
+def plot_acceptance(res: Results, table: pd.DataFrame, colors: dict[str, str]) -> Plot:
+    key, title = "acceptance", "Acceptance length by prompt category"
+    req = res.requests
+    if len(req) and req["accept_length"].notna().any():
+        r = req[req["accept_length"].notna()]
+        agg = r.groupby(["config", "category"])["accept_length"].mean().reset_index()
+        cats = sorted(agg["category"].dropna().unique())
+        cfgs = sorted(agg["config"].unique())
+        fig = Figure(figsize=(max(7.0, 0.7 * len(cats) * max(1, len(cfgs)) + 3), 3.6))
+        ax = fig.add_subplot(1, 1, 1)
+        width = 0.8 / max(len(cfgs), 1)
+        for j, cfg in enumerate(cfgs):
+            g = agg[agg["config"] == cfg].set_index("category")
+            xs = [i + (j - (len(cfgs) - 1) / 2) * width for i, c in enumerate(cats) if c in g.index]
+            ys = [g.loc[c, "accept_length"] for c in cats if c in g.index]
+            bars = ax.bar(xs, ys, width=width * 0.95, color=colors[cfg], label=cfg)
+            ax.bar_label(bars, fmt="%.1f", fontsize=7, padding=2)
+        ax.set_xticks(range(len(cats)), cats)
+        ax.set_ylabel("accepted tokens per step")
+        ax.grid(True, axis="y", alpha=0.3)
+        _legend([ax])
+        cap = (
+            "Per-request acceptance length = completion tokens / verify steps (server counts), averaged per "
+            "prompt category over every TP size and concurrency. Speculative decoding pays off where this is "
+            "high."
+        )
+        return Plot(key, title, _png(fig), cap)
+    t = table[table["accept_length"].notna()]
+    if not len(t):
+        return Plot(key, title, None, "", "no speculative config recorded an acceptance length")
+    fig = Figure(figsize=(7.0, 3.4))
+    ax = fig.add_subplot(1, 1, 1)
+    agg = t.groupby(["config", "tp"])["accept_length"].mean().reset_index()
+    labels = [f"{c}\nTP{tp}" for c, tp in zip(agg["config"], agg["tp"], strict=True)]
+    ax.bar(range(len(agg)), agg["accept_length"], color=[colors[c] for c in agg["config"]])
+    ax.set_xticks(range(len(agg)), labels, fontsize=8)
+    ax.set_ylabel("accepted tokens per step")
+    ax.grid(True, axis="y", alpha=0.3)
+    sets = ", ".join(sorted(table["prompt_set"].dropna().unique())) or "default"
+    cap = f"No per-request rows were kept, so categories cannot be separated: mean over prompt set(s) {sets}."
+    return Plot(key, title, _png(fig), cap)
+
+
+def plot_scaling(table: pd.DataFrame, colors: dict[str, str]) -> Plot:
+    key, title = "scaling", "Scaling TP1 → TP4 → TP8"
+    t = table[table["tok_s"].notna()]
+    if not len(t) or t["tp"].nunique() < 2:
+        return Plot(
+            key,
+            title,
+            None,
+            "",
+            "fewer than two TP sizes have throughput data (run with --tp all to see scaling)",
+        )
+    peak = t.loc[t.groupby(["config", "tp"])["tok_s"].idxmax()]
+    fig = Figure(figsize=(7.5, 3.6))
+    ax = fig.add_subplot(1, 1, 1)
+    for cfg, g in peak.groupby("config", sort=True):
+        g = g.sort_values("tp")
+        if len(g) < 2:
+            continue
+        style = "--" if str(g["algorithm"].iloc[0]).lower() == "none" else "-"
+        ax.plot(g["tp"], g["tok_s"], style, marker="o", color=colors[cfg], label=cfg)
+        for _, r in g.iterrows():
+            ax.annotate(
+                f"c{int(r['concurrency'])}",
+                (r["tp"], r["tok_s"]),
+                textcoords="offset points",
+                xytext=(4, -10),
+                fontsize=7,
+                color="#555555",
+            )
+    tps = sorted(peak["tp"].unique())
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(tps, [str(x) for x in tps])
+    ax.minorticks_off()
+    ax.set_xlabel("TP size (GPUs)")
+    ax.set_ylabel("peak output tokens/s")
+    ax.set_ylim(bottom=0)
+    ax.grid(True, alpha=0.3)
+    _legend([ax])
+    cap = (
+        "Each config's best throughput over the concurrencies it ran at each TP size (label = that "
+        "concurrency). Only configs run at two or more TP sizes are drawn."
+    )
+    return Plot(key, title, _png(fig), cap)
+
+
+def plot_capacity(res: Results) -> Plot:
+    key, title = "capacity", "Capacity: memory split per GPU (capacity plan)"
+    rows = []
+    for rec in res.records:
+        split = memory_split(rec.plan or {})
+        if split:
+            rows.append(
+                (
+                    f"{rec.instance}" + (f" @ {rec.host}" if res.attempts["host"].nunique() > 1 else ""),
+                    split,
+                    rec.outcome,
+                )
+            )
+    if not rows:
+        return Plot(key, title, None, "", "no attempt carries a capacity plan (the plan hook did not run)")
+    rows.sort(key=lambda r: r[0])
+    fig = Figure(figsize=(9.5, 0.42 * len(rows) + 1.6))
+    ax = fig.add_subplot(1, 1, 1)
+    for i, (_label, split, _o) in enumerate(rows):
+        left = 0.0
+        for part, color in MEMORY_PARTS:
+            v = split.get(part, 0.0)
+            ax.barh(i, v, left=left, color=color, edgecolor="white", lw=0.5, label=part if i == 0 else None)
+            if v >= 4:
+                ax.text(left + v / 2, i, f"{v:.0f}", ha="center", va="center", fontsize=7, color="#222222")
+            left += v
+    ax.set_yticks(
+        range(len(rows)), [f"{r[0]}{'' if r[2] == 'ok' else ' (' + r[2] + ')'}" for r in rows], fontsize=8
+    )
+    ax.invert_yaxis()
+    ax.set_xlabel("GiB per GPU")
+    ax.grid(True, axis="x", alpha=0.3)
+    _legend([ax], sort=False)
+    cap = (
+        "Predicted by the capacity planner before each start: weights (target + draft), KV cache (target + "
+        "draft), Mamba conv/SSM state, the speculative decoding reservation, CUDA graphs, what is left "
+        "for activations, and the CUDA context. Numbers inside bars are GiB."
+    )
+    return Plot(key, title, _png(fig), cap)
+
+
+# -- HTML -----------------------------------------------------------------------------------------
+CSS = """
+body{font-family:-apple-system,'Segoe UI',Roboto,Helvetica,Arial,sans-serif;margin:0;color:#1d1d1f;
+background:#f6f7f9}
+main{max-width:1320px;margin:0 auto;padding:20px 28px 60px}
+h1{font-size:26px;margin:8px 0 4px}
+h2{font-size:20px;margin:34px 0 8px;border-bottom:2px solid #dde1e6;padding-bottom:4px}
+h3{font-size:16px;margin:18px 0 6px}
+.sub{color:#555;margin:0 0 14px}
+.banner{background:#b3261e;color:#fff;padding:12px 18px;font-weight:600;font-size:16px;border-radius:6px;
+margin:14px 0}
+.banner small{display:block;font-weight:400;font-size:13px;opacity:.95}
+.cards{display:flex;flex-wrap:wrap;gap:12px;margin:10px 0}
+.card{background:#fff;border:1px solid #dde1e6;border-radius:8px;padding:10px 14px;min-width:150px}
+.card b{display:block;font-size:22px}.card span{color:#555;font-size:13px}
+.ok{color:#1b7f3b}.bad{color:#b3261e}.warn{color:#9a6700}
+table{border-collapse:collapse;background:#fff;font-size:13px;margin:6px 0 12px;width:100%}
+th,td{border:1px solid #dde1e6;padding:4px 7px;text-align:right;vertical-align:top;white-space:nowrap}
+td.l,th.l{text-align:left}td.w{white-space:normal;text-align:left;min-width:220px}
+th{background:#eef1f4;text-align:center;white-space:normal}
+tr.failed td{background:#fdecea}tr.skipped td{background:#fff6e0}tr.base td{background:#f3f6fb}
+figure{background:#fff;border:1px solid #dde1e6;border-radius:8px;margin:10px 0;padding:10px}
+figure img{max-width:100%;height:auto}figcaption{color:#444;font-size:13px;margin-top:6px}
+.empty{color:#666;font-style:italic;background:#fff;border:1px dashed #c8ccd1;padding:10px;border-radius:6px}
+ul.find li{margin:4px 0}code,pre{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12px}
+pre{background:#f0f2f4;padding:6px 8px;border-radius:4px;white-space:pre-wrap;margin:4px 0}
+.note{font-size:13px;color:#444}
+"""
+
+
+def _e(v: Any) -> str:
+    return html.escape("" if v is None else str(v))
+
+
+def _img(plot: Plot) -> str:
+    if plot.png is None:
+        return f'<h3>{_e(plot.title)}</h3><p class="empty">Not shown: {_e(plot.empty_reason)}.</p>'
+    data = base64.b64encode(plot.png).decode()
+    return (
+        f'<figure id="fig-{plot.key}"><h3>{_e(plot.title)}</h3>'
+        f'<img alt="{_e(plot.title)}" src="data:image/png;base64,{data}">'
+        f"<figcaption>{_e(plot.caption)}</figcaption></figure>"
+    )
+
+
+def _html_table(
+    rows: list[dict[str, str]],
+    row_classes: list[str] | None = None,
+    left: Sequence[str] = (),
+    wrap: Sequence[str] = ("outcome",),
+) -> str:
+    if not rows:
+        return '<p class="empty">No rows.</p>'
+    cols = list(rows[0])
+    head = "".join(f'<th class="{"l" if c in left else ""}">{_e(c)}</th>' for c in cols)
+    body = []
+    for i, r in enumerate(rows):
+        cls = f' class="{row_classes[i]}"' if row_classes and row_classes[i] else ""
+        cells = "".join(
+            f'<td class="{"w" if c in wrap else "l" if c in left else ""}">{_e(r.get(c, ""))}</td>'
+            for c in cols
+        )
+        body.append(f"<tr{cls}>{cells}</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def _recommendation(att: dict[str, Any]) -> str:
+    parts = []
+    recs = att.get("recommendations") or []
+    for r in recs[:2]:
+        flags = " ".join(f"--{str(k).replace('_', '-')} {v}" for k, v in (r.get("flags") or {}).items())
+        slots = r.get("max_running_requests")
+        kv = r.get("max_total_num_tokens")
+        why = r.get("why") or ""
+        text = f"Planner recommends {flags}" if flags else "Planner recommendation"
+        if isinstance(kv, int):
+            text += f" → {slots} request slots, {kv:,} KV tokens"
+        parts.append(text + (f" ({why})." if why else "."))
+    advice = CAUSE_ADVICE.get(str(att.get("cause") or ""), "")
+    if advice:
+        parts.append(advice)
+    if not parts:
+        parts.append("Read journal.log and unit.service beside the record.")
+    return " ".join(parts)
+
+
+def failures_section(res: Results) -> str:
+    bad = res.attempts[res.attempts["outcome"] != "ok"]
+    if not len(bad):
+        return '<p class="ok">Every config attempt started, answered and was benchmarked.</p>'
+    out = [
+        '<table><thead><tr><th class="l">attempt</th><th class="l">outcome</th>'
+        '<th class="l">phase: cause</th><th class="l">what happened</th><th class="l">what to do</th>'
+        "</tr></thead><tbody>"
+    ]
+    for att in bad.sort_values(["tp", "config"]).to_dict("records"):
+        lines = att.get("failure_lines") or []
+        evidence = f"<pre>{_e(chr(10).join(lines[:4]))}</pre>" if lines else ""
+        host = f" @ {att['host']}" if res.attempts["host"].nunique() > 1 else ""
+        outcome = "planned skip" if att["outcome"] == "skipped" else "failed"
+        out.append(
+            f'<tr class="{att["outcome"]}"><td class="l"><b>{_e(att["instance"])}</b>{_e(host)}<br>'
+            f'<span class="note">{_e(att["algorithm"])}, TP {_e(att["tp"])}</span></td>'
+            f'<td class="l">{outcome}</td><td class="l">{_e(att.get("failure_phase") or "-")}: '
+            f"<b>{_e(att.get('cause') or 'unknown')}</b></td>"
+            f'<td class="w">{_e((att.get("failure_message") or "").strip()[:400])}{evidence}'
+            f'<br><span class="note">record: {_e(att["record_path"])}</span></td>'
+            f'<td class="w">{_e(_recommendation(att))}</td></tr>'
+        )
+    out.append("</tbody></table>")
+    return "".join(out)
+
+
+def capacity_table(res: Results) -> str:
+    rows, classes = [], []
+    for a in res.attempts.sort_values(["tp", "config"]).to_dict("records"):
+        kp, ko = a["kv_tokens_predicted"], a["kv_tokens_observed"]
+        err = "-"
+        if not _nan(kp) and not _nan(ko) and ko:
+            err = f"{(float(kp) - float(ko)) / float(ko) * 100:+.1f}%"
+        rows.append(
+            {
+                "attempt": a["instance"] + (f" @ {a['host']}" if res.attempts["host"].nunique() > 1 else ""),
+                "outcome": a["outcome"],
+                "KV tokens predicted": "-" if _nan(kp) else f"{int(kp):,}",
+                "KV tokens observed": "-" if _nan(ko) else f"{int(ko):,}",
+                "prediction error": err,
+                "max running requests predicted": _fmt(a["max_running_requests_predicted"], ".0f"),
+                "observed": _fmt(a["max_running_requests_observed"], ".0f"),
+                "time to ready (s)": _fmt(a["time_to_ready_s"]),
+            }
+        )
+        classes.append("" if a["outcome"] == "ok" else a["outcome"])
+    return _html_table(rows, classes, left=("attempt", "outcome"))
+
+
+def findings(res: Results, table: pd.DataFrame) -> list[str]:
+    """Plain-language headline lines for the top of the page."""
+    out = []
+    pts = table[table["tok_s"].notna()]
+    for tp in sorted(pts["tp"].unique()):
+        sub = pts[pts["tp"] == tp]
+        best = sub.loc[sub["tok_s"].idxmax()]
+        line = (
+            f"TP {tp}: highest throughput <b>{_e(best['config'])}</b> at concurrency "
+            f"{int(best['concurrency']) if not _nan(best['concurrency']) else '-'}: "
+            f"{best['tok_s']:,.0f} tok/s"
+        )
+        if not _nan(best["speedup"]) and best["baseline"] != best["config"]:
+            ci = ""
+            if not _nan(best["speedup_ci_low"]):
+                ci = f" (95% CI {best['speedup_ci_low']:.2f}–{best['speedup_ci_high']:.2f})"
+            line += f", {best['speedup']:.2f}x the autoregressive baseline{ci}"
+        out.append(line + ".")
+        spec = sub[sub["speedup"].notna() & (sub["baseline"] != sub["config"])]
+        if len(spec):
+            slower = spec[spec["speedup_ci_high"] < 1]
+            if len(slower):
+                names = ", ".join(
+                    sorted({f"{r.config} (c{int(r.concurrency)})" for r in slower.itertuples()})
+                )
+                out.append(f"TP {tp}: slower than autoregressive beyond noise: {_e(names)}.")
+    bad = res.attempts[res.attempts["outcome"] != "ok"]
+    for a in bad.sort_values(["tp", "config"]).to_dict("records"):
+        verb = "was skipped by the capacity plan" if a["outcome"] == "skipped" else "failed"
+        out.append(
+            f'<span class="bad">{_e(a["instance"])} {verb}</span>: {_e(a.get("cause") or "unknown")} '
+            f"— see Failures below."
+        )
+    if not len(pts):
+        out.append(
+            "No benchmark points were recorded in this run: the tables show start-up and capacity only."
+        )
+    return out
+
+
+def build_html(res: Results, table: pd.DataFrame, plots: list[Plot], *, title: str) -> str:
+    a = res.attempts
+    n_ok, n_skip, n_fail = (int((a["outcome"] == o).sum()) for o in ("ok", "skipped", "failed"))
+    hosts = ", ".join(sorted(a["host"].unique())) if len(a) else "-"
+    runs = ", ".join(res.runs["run_id"])
+    parts = [
+        f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{_e(title)}</title>"
+        f"<style>{CSS}</style></head><body><main>"
+    ]
+    if res.simulated:
+        n_sim = int(a["simulated"].sum())
+        scope = "every attempt" if n_sim == len(a) else f"{n_sim} of {len(a)} attempts (marked SIM)"
+        parts.append(
+            '<div class="banner">SIMULATED DATA — not measured on real GPUs'
+            f"<small>{scope} in this report ran against the SGLang stand-in (sim host). The numbers "
+            "check the pipeline end to end; do not use them to choose a configuration.</small></div>"
+        )
+    parts.append(f"<h1>{_e(title)}</h1>")
+    started = res.runs["started_at"].dropna()
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(float(started.min()))) if len(started) else "-"
+    parts.append(
+        f'<p class="sub">Run {_e(runs)} · host(s) {_e(hosts)} · started {when} · '
+        f"{len(a)} config attempts, {len(res.points)} benchmark points, {len(res.requests)} requests</p>"
+    )
+    parts.append(
+        '<div class="cards">'
+        f'<div class="card"><b class="ok">{n_ok}</b><span>attempts ok</span></div>'
+        f'<div class="card"><b class="warn">{n_skip}</b><span>skipped by the capacity plan</span></div>'
+        f'<div class="card"><b class="bad">{n_fail}</b><span>failed to start or run</span></div>'
+        f'<div class="card"><b>{table["tp"].nunique() if len(table) else 0}</b><span>TP phases</span></div>'
+        "</div>"
+    )
+    parts.append(
+        "<h2>At a glance</h2><ul class='find'>"
+        + "".join(f"<li>{f}</li>" for f in findings(res, table))
+        + "</ul>"
+    )
+    parts.append("<h2>Results per TP phase</h2>")
+    parts.append(
+        "<p class='note'>One row per config and concurrency. Output tok/s: mean over repeats [95% "
+        "bootstrap CI]. Speedup: over the algorithm-none config of the same model at the same TP and "
+        "concurrency. TTFT = time to first token, ITL = inter-token latency (p50 / p99). Capacity: "
+        "KV-cache tokens and max running requests, predicted by the planner / observed from the "
+        "server.</p>"
+    )
+    for tp, grp in table.groupby("tp", sort=True):
+        rows = display_rows(grp)
+        classes = [
+            "failed"
+            if r.outcome == "failed"
+            else "skipped"
+            if r.outcome == "skipped"
+            else "base"
+            if r.baseline == r.config
+            else ""
+            for r in grp.itertuples()
+        ]
+        parts.append(f"<h3>TP {tp}</h3>")
+        parts.append(
+            _html_table(rows, classes, left=("config", "algorithm", "outcome", "host", "run", "prompts"))
+        )
+    by_key = {p.key: p for p in plots}
+    parts.append("<h2>Throughput and speedup</h2>")
+    parts += [_img(by_key["throughput"]), _img(by_key["speedup"])]
+    parts.append("<h2>Latency</h2>")
+    parts.append(_img(by_key["latency"]))
+    parts.append("<h2>Speculative acceptance</h2>")
+    parts.append(_img(by_key["acceptance"]))
+    parts.append("<h2>Scaling across TP sizes</h2>")
+    parts.append(_img(by_key["scaling"]))
+    parts.append("<h2>Capacity</h2>")
+    parts.append(_img(by_key["capacity"]))
+    parts.append(capacity_table(res))
+    parts.append("<h2>Failures and skips</h2>")
+    parts.append(failures_section(res))
+    parts.append(
+        "<h2>How the numbers were computed</h2><ul class='note'>"
+        "<li>Throughput is output tokens over the measured window of each repeat (warm-up excluded); "
+        "the table shows the mean over repeats.</li>"
+        f"<li>Intervals: seeded percentile bootstrap ({bootstrap.DEFAULT_BOOT} replicates, seed "
+        f"{bootstrap.DEFAULT_SEED}) resampling repeats and, where per-request rows exist, requests within "
+        "each repeat. Speedup intervals resample the config and its baseline independently. A single "
+        "repeat without request rows has no interval.</li>"
+        "<li>Points the load generator marked invalid (client could not keep up) are flagged in the "
+        "outcome column.</li>"
+        "<li>Failure causes come from the server journal (classified by sglbench) or the capacity "
+        "plan; the record, unit file and journal of each attempt sit in the run directory.</li></ul>"
+    )
+    parts.append(
+        f"<p class='note'>Generated by sglbench report from {_e(', '.join(res.runs['run_dir']))}. "
+        "This file is self-contained: no scripts, no network.</p>"
+    )
+    parts.append("</main></body></html>")
+    return "\n".join(parts)
+
+
+def render(res: Results, out: Path, *, title: str | None = None) -> list[Path]:
+    """Write ``out`` (HTML) and the PNGs beside it; return the written paths."""
+    table = summary_table(res)
+    colors = config_colors(list(res.attempts["config"]) if len(res.attempts) else [])
+    plots = [
+        plot_throughput(table, colors),
+        plot_speedup(table, colors),
+        plot_latency(res, table, colors),
+        plot_acceptance(res, table, colors),
+        plot_scaling(table, colors),
+        plot_capacity(res),
+    ]
+    runs = ", ".join(res.runs["run_id"])
+    doc = build_html(res, table, plots, title=title or f"sglbench report — {runs}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    written = []
+    for p in plots:
+        if p.png is not None:
+            path = out.with_name(f"{out.stem}-{p.key}.png")
+            path.write_bytes(p.png)
+            written.append(path)
+    tmp = out.with_name(f".{out.name}.tmp")
+    tmp.write_text(doc, encoding="utf-8")
+    tmp.replace(out)
+    return [out, *written]
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = subparsers.add_parser(
+        "report",
+        help="write one self-contained HTML report (tables + plots) of one or more runs",
+        description="Write a self-contained HTML report (inline CSS, plots embedded as PNG data URIs, no "
+        "network) of the given run(s), plus the PNGs beside it. Exit 0 written, 2 unreadable input.",
+    )
+    p.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR")
+    p.add_argument(
+        "-o", "--out", type=Path, default=Path("report.html"), help="HTML file (default report.html)"
+    )
+    p.add_argument("--title", help="page title")
+    p.set_defaults(func=run_report)
+
+
+def run_report(args: argparse.Namespace) -> int:
+    if args.out.suffix.lower() not in (".html", ".htm"):
+        print(f"sglbench report: error: -o {args.out}: give an .html file name", file=sys.stderr)
+        return 2
+    res = load_or_exit(args.run_dirs, "report")
+    if res is None:
+        return 2
+    written = render(res, args.out, title=args.title)
+    if res.simulated:
+        print("sglbench report: SIMULATED data (sim host) — the report says so at the top")
+    print("wrote " + ", ".join(str(p) for p in written))
+    return 0

@@ -1,0 +1,122 @@
+"""sglbench report: one self-contained HTML file with embedded plots, PNGs beside it, SIMULATED banner."""
+
+from __future__ import annotations
+
+import base64
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+import recordfactory as rf
+
+from sglbench import cli, report, results
+
+
+class _Refs(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.refs: list[tuple[str, str, str]] = []
+        self.tags: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append(tag)
+        for k, v in attrs:
+            if k in ("src", "href", "srcset", "action", "data") and v is not None:
+                self.refs.append((tag, k, v))
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Path]]:
+    root = tmp_path_factory.mktemp("campaign")
+    run = rf.demo_campaign(root)
+    out = root / "out" / "report.html"
+    return out, report.render(results.load(run), out)
+
+
+def test_html_is_self_contained(rendered: tuple[Path, list[Path]]) -> None:
+    out, _ = rendered
+    text = out.read_text()
+    p = _Refs()
+    p.feed(text)
+    assert "script" not in p.tags and "link" not in p.tags and "iframe" not in p.tags
+    assert not re.search(r"https?://", text)  # nothing to fetch, not even in CSS
+    imgs = [v for tag, k, v in p.refs if tag == "img"]
+    assert len(imgs) == 6
+    for v in imgs:
+        assert v.startswith("data:image/png;base64,")
+        assert base64.b64decode(v.split(",", 1)[1])[:8] == b"\x89PNG\r\n\x1a\n"
+    assert all(v.startswith(("data:", "#")) for _t, _k, v in p.refs)
+
+
+def test_pngs_are_written_beside_the_html(rendered: tuple[Path, list[Path]]) -> None:
+    out, written = rendered
+    pngs = sorted(p.name for p in written if p.suffix == ".png")
+    assert pngs == sorted(
+        f"report-{k}.png" for k in ("throughput", "speedup", "latency", "acceptance", "scaling", "capacity")
+    )
+    for p in written[1:]:
+        assert p.parent == out.parent and p.read_bytes()[:4] == b"\x89PNG"
+        assert base64.b64encode(p.read_bytes()).decode() in out.read_text()  # the same image is embedded
+
+
+def test_content_a_reader_needs(rendered: tuple[Path, list[Path]]) -> None:
+    text = rendered[0].read_text()
+    assert "SIMULATED DATA" in text
+    for heading in (
+        "At a glance",
+        "Results per TP phase",
+        "Throughput and speedup",
+        "Latency",
+        "Speculative acceptance",
+        "Scaling across TP sizes",
+        "Capacity",
+        "Failures and skips",
+        "How the numbers were computed",
+    ):
+        assert f"<h2>{heading}</h2>" in text
+    assert "<h3>TP 1</h3>" in text and "<h3>TP 8</h3>" in text
+    # failure list with classified causes and a recommendation each
+    assert "cuda_oom" in text and "lower --mem-fraction-static" in text
+    assert "planned_failure" in text and "Planner recommends --max-running-requests 4" in text
+
+
+def test_memory_split_adds_up_to_the_gpu() -> None:
+    plan = rf.demo_plan(1, True, 4)
+    split = report.memory_split(plan)
+    assert split is not None
+    assert sum(split.values()) == pytest.approx(plan["gpu_mem_gib"])
+    assert split["speculative reservation"] == pytest.approx(4.59)
+    assert split["weights"] == pytest.approx(50.95 + 3.22)
+    assert report.memory_split({}) is None
+
+
+def test_sparse_run_says_what_is_missing(tmp_path: Path) -> None:
+    rf.write(tmp_path, rf.record(config="ar", simulated=False))
+    rf.write(
+        tmp_path,
+        rf.record(
+            config="x",
+            algorithm="DFLASH",
+            outcome="failed",
+            simulated=False,
+            failure={"phase": "health", "cause": "zero_requests", "message": "slots"},
+        ),
+    )
+    out = tmp_path / "r.html"
+    written = report.render(results.load(tmp_path / "run1"), out)
+    text = out.read_text()
+    assert written == [out]  # no plots without data
+    assert "SIMULATED" not in text
+    assert "Not shown: no benchmark points were recorded" in text
+    assert "Not shown: no attempt carries a capacity plan" in text
+    assert "zero_requests" in text and "Lower --max-running-requests" in text
+
+
+def test_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rf.write(tmp_path, rf.record(config="ar", benchmark=rf.bench([rf.point(1, 0, 5.0)])))
+    out = tmp_path / "rep" / "index.html"
+    assert cli.main(["report", str(tmp_path / "run1"), "-o", str(out)]) == 0
+    assert out.is_file() and "SIMULATED" in capsys.readouterr().out
+    assert cli.main(["report", str(tmp_path / "run1"), "-o", str(tmp_path / "r.pdf")]) == 2
+    assert cli.main(["report", str(tmp_path / "nothing"), "-o", str(out)]) == 2
