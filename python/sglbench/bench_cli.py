@@ -17,7 +17,7 @@ from typing import Any
 
 from sglbench.hostlib import loadgen, metrics, prompts
 
-SCHEMA = "sglbench.bench/1"
+SCHEMA = loadgen.SUMMARY_SCHEMA
 
 THRESHOLDS_HELP = (
     "Client self-check: a point is marked invalid (summary.json: valid=false, invalid_reasons) when the "
@@ -104,34 +104,6 @@ def _atomic_write(path: Path, data: bytes) -> None:
         raise
 
 
-def campaign_summary(result: loadgen.CampaignResult) -> dict[str, Any]:
-    points = [pr.summary for pr in result.points]
-    aggregates = []
-    seen: dict[str, list[dict[str, Any]]] = {}
-    for pr in result.points:
-        seen.setdefault(pr.point.label(), []).append(pr.summary)
-    for pr in result.points:
-        label = pr.point.label()
-        if label not in seen:
-            continue
-        group = seen.pop(label)
-        aggregates.append(
-            {
-                "point": label,
-                "concurrency": pr.point.concurrency,
-                "request_rate": pr.point.request_rate,
-                **metrics.aggregate_repeats(group),
-            }
-        )
-    return {
-        "schema": SCHEMA,
-        "simulated": bool(result.meta.get("simulated")),
-        "meta": result.meta,
-        "points": points,
-        "aggregates": aggregates,
-    }
-
-
 def write_results(result: loadgen.CampaignResult, out: Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     rows = loadgen.record_rows(result)
@@ -142,7 +114,7 @@ def write_results(result: loadgen.CampaignResult, out: Path) -> list[Path]:
     parquet = write_parquet(rows, out / "requests.parquet")
     if parquet is not None:
         written.append(parquet)
-    summary = campaign_summary(result)
+    summary = loadgen.campaign_summary(result)
     _atomic_write(out / "summary.json", (json.dumps(summary, indent=1, allow_nan=False) + "\n").encode())
     written.insert(0, out / "summary.json")
     return written

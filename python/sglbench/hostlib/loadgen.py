@@ -55,6 +55,7 @@ Endpoint = http_mod.Endpoint
 
 _perf = time.perf_counter
 
+SUMMARY_SCHEMA = "sglbench.bench/1"
 DEFAULT_MAX_CONCURRENCY = 64  # ladder cap when neither the user nor the server gives one
 LOOP_LAG_INTERVAL_S = 0.01
 FLUSH_RETRIES = 5
@@ -536,6 +537,35 @@ def fetch_server_info(url: str, api_key: str | None = None, timeout: float = 30.
 def run_campaign(spec: BenchSpec, progress: Callable[[str], None] | None = None) -> CampaignResult:
     """Blocking entry point (CLI / Ansible module)."""
     return asyncio.run(LoadRunner(spec, progress=progress).run())
+
+
+def campaign_summary(result: CampaignResult) -> dict[str, Any]:
+    """The summary.json document: run meta, one entry per (point, repeat), aggregates over repeats."""
+    points = [pr.summary for pr in result.points]
+    aggregates = []
+    seen: dict[str, list[dict[str, Any]]] = {}
+    for pr in result.points:
+        seen.setdefault(pr.point.label(), []).append(pr.summary)
+    for pr in result.points:
+        label = pr.point.label()
+        if label not in seen:
+            continue
+        group = seen.pop(label)
+        aggregates.append(
+            {
+                "point": label,
+                "concurrency": pr.point.concurrency,
+                "request_rate": pr.point.request_rate,
+                **metrics_mod.aggregate_repeats(group),
+            }
+        )
+    return {
+        "schema": SUMMARY_SCHEMA,
+        "simulated": bool(result.meta.get("simulated")),
+        "meta": result.meta,
+        "points": points,
+        "aggregates": aggregates,
+    }
 
 
 def record_rows(result: CampaignResult) -> list[dict[str, Any]]:

@@ -1,0 +1,297 @@
+#!/usr/bin/python
+"""Ansible module: run the sglbench prompt benchmark on the GPU host against the local SGLang server."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: sglbench_prompt_bench
+short_description: Drive a local SGLang server with streamed prompts and return per-point metrics
+description:
+  - Runs next to the server (no network noise) with the stdlib asyncio load generator shipped as module_utils
+    (C(sglbench_loadgen) and siblings), with keep-alive HTTP/1.1, native C(/generate) by default (server token
+    counts and speculative acceptance per request) or the OpenAI routes.
+  - Per load point and repeat it flushes the cache, runs warmup requests (excluded), flushes again, runs the
+    measured load and reads the server's acceptance counter.
+  - Returns the summary (same document as C(sglbench bench)'s summary.json) and writes the raw per-request
+    records as JSON lines to I(records_path) on the host, for C(ansible.builtin.fetch).
+  - Each point carries C(valid) and C(invalid_reasons) from the client's self-check (send lateness, event-loop
+    lag, client CPU, CPU starvation, achieved rate).
+  - Not idempotent by nature; reports C(changed=false). Skipped in check mode.
+options:
+  url:
+    description: Base URL of the server.
+    type: str
+    default: http://127.0.0.1:30000
+  api:
+    description:
+      - C(native) = C(/generate); C(openai) = C(/v1/completions); C(openai-chat) = C(/v1/chat/completions).
+    type: str
+    choices: [native, openai, openai-chat]
+    default: native
+  model:
+    description: Model name for the OpenAI routes (default the first id of C(/v1/models)).
+    type: str
+  prompts:
+    description:
+      - Prompt records (C(prompt)/C(messages)/C(input_ids), optional C(id), C(category)) or plain strings,
+        e.g. the lines of a shipped set read on the controller with C(lookup('file', ...)).
+      - Mutually exclusive with I(synthetic_input_len).
+    type: list
+    elements: raw
+  synthetic_input_len:
+    description: Use 64 synthetic prompts of exactly this many random token ids instead of I(prompts).
+    type: int
+  concurrency:
+    description: Closed-loop concurrency levels; with I(request_rate) the single in-flight cap.
+    type: list
+    elements: int
+  max_concurrency:
+    description: Cap of the default 1, 2, 4, ... ladder when I(concurrency) is not given (default the server's
+      effective max running requests).
+    type: int
+  request_rate:
+    description: Poisson request rates in req/s (open loop), one point each.
+    type: list
+    elements: float
+  num_prompts:
+    description: Requests per point and repeat (no cap when I(duration) is set and this is omitted).
+    type: int
+  duration:
+    description: Stop sending new requests after this many seconds per point.
+    type: float
+  max_new_tokens:
+    description: Output tokens per request.
+    type: int
+    default: 256
+  ignore_eos:
+    description: Always generate I(max_new_tokens) tokens.
+    type: bool
+    default: false
+  temperature:
+    description: Sampling temperature (0 = greedy).
+    type: float
+    default: 0.0
+  repeats:
+    description: Repeats per point; repeat r uses seed I(seed)+r.
+    type: int
+    default: 3
+  warmup:
+    description: Warmup requests per point (default one per concurrency slot, at most 64).
+    type: int
+  seed:
+    description: Base seed for prompt order and Poisson schedules.
+    type: int
+    default: 0
+  flush_cache:
+    description: POST C(/flush_cache) between points.
+    type: bool
+    default: true
+  api_key:
+    description: Bearer key when the server runs with C(--api-key).
+    type: str
+  request_timeout:
+    description: Per-request timeout in seconds.
+    type: float
+    default: 600
+  slo_ttft_ms:
+    description: Goodput SLO on TTFT (ms).
+    type: float
+  slo_tpot_ms:
+    description: Goodput SLO on TPOT (ms).
+    type: float
+  slo_e2e_ms:
+    description: Goodput SLO on end-to-end latency (ms).
+    type: float
+  simulated:
+    description: Force the simulated label (default ask the server; the stand-in says so itself).
+    type: bool
+  records_path:
+    description: Host path for the per-request records (JSON lines, written atomically). Omit to skip them.
+    type: path
+attributes:
+  check_mode:
+    support: none
+  diff_mode:
+    support: none
+author:
+  - sglbench
+"""
+
+EXAMPLES = r"""
+- name: bench | Run the prompt benchmark against the local server
+  sglbench_prompt_bench:
+    url: "http://127.0.0.1:{{ port }}"
+    prompts: "{{ lookup('ansible.builtin.file', 'python/sglbench/prompts/math.jsonl').splitlines()
+                 | reject('match', '^#') | map('from_json') | list }}"
+    concurrency: [1, 4, 16]
+    max_new_tokens: 256
+    ignore_eos: true
+    records_path: /tmp/sglbench/requests.jsonl
+  register: bench
+"""
+
+RETURN = r"""
+summary:
+  description: The summary.json document (schema sglbench.bench/1).
+  type: dict
+  returned: success
+  sample:
+    schema: sglbench.bench/1
+    simulated: true
+    points:
+      - {point: c4, concurrency: 4, repeat: 0, n_ok: 200, n_err: 0, output_throughput_tok_s: 812.5,
+         ttft_ms: {p50: 41.2, p90: 60.3, p99: 88.0, mean: 44.9}, accept_length_mean: 3.1, valid: true}
+records_path:
+  description: Where the per-request records were written (null when not requested).
+  type: str
+  returned: success
+n_records:
+  description: Number of per-request records (measured requests of every point and repeat).
+  type: int
+  returned: success
+"""
+
+import os
+import tempfile
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.sglbench_loadgen import (
+    BenchSpec,
+    LoadgenError,
+    LoadPoint,
+    SamplingSpec,
+    campaign_summary,
+    concurrency_ladder,
+    dumps_compact,
+    effective_max_running_requests,
+    fetch_server_info,
+    record_rows,
+    run_campaign,
+)
+from ansible.module_utils.sglbench_metrics import Slo
+from ansible.module_utils.sglbench_prompts import PromptError, prompts_from_params, synthetic_prompts
+
+
+def build_module() -> AnsibleModule:
+    return AnsibleModule(
+        argument_spec={
+            "url": {"type": "str", "default": "http://127.0.0.1:30000"},
+            "api": {"type": "str", "choices": ["native", "openai", "openai-chat"], "default": "native"},
+            "model": {"type": "str"},
+            "prompts": {"type": "list", "elements": "raw"},
+            "synthetic_input_len": {"type": "int"},
+            "concurrency": {"type": "list", "elements": "int"},
+            "max_concurrency": {"type": "int"},
+            "request_rate": {"type": "list", "elements": "float"},
+            "num_prompts": {"type": "int"},
+            "duration": {"type": "float"},
+            "max_new_tokens": {"type": "int", "default": 256},
+            "ignore_eos": {"type": "bool", "default": False},
+            "temperature": {"type": "float", "default": 0.0},
+            "repeats": {"type": "int", "default": 3},
+            "warmup": {"type": "int"},
+            "seed": {"type": "int", "default": 0},
+            "flush_cache": {"type": "bool", "default": True},
+            "api_key": {"type": "str", "no_log": True},
+            "request_timeout": {"type": "float", "default": 600.0},
+            "slo_ttft_ms": {"type": "float"},
+            "slo_tpot_ms": {"type": "float"},
+            "slo_e2e_ms": {"type": "float"},
+            "simulated": {"type": "bool"},
+            "records_path": {"type": "path"},
+        },
+        mutually_exclusive=[("prompts", "synthetic_input_len")],
+        required_one_of=[("prompts", "synthetic_input_len")],
+        supports_check_mode=True,
+    )
+
+
+def load_points(p: dict, module: AnsibleModule) -> list:
+    """Rates x one cap, a concurrency list, or the default ladder capped by the server's request slots."""
+    conc, rates = p["concurrency"], p["request_rate"]
+    if rates:
+        if conc and len(conc) > 1:
+            module.fail_json(
+                msg="with request_rate, concurrency is the single in-flight cap: give one value",
+                concurrency=conc,
+            )
+        return [LoadPoint(concurrency=conc[0] if conc else None, request_rate=r) for r in rates]
+    if conc:
+        return [LoadPoint(concurrency=c) for c in conc]
+    cap = p["max_concurrency"]
+    if cap is None:
+        cap = effective_max_running_requests(fetch_server_info(p["url"], p["api_key"]))
+    return [LoadPoint(concurrency=c) for c in concurrency_ladder(cap or 64)]
+
+
+def write_records(path: str, rows: list) -> None:
+    directory = os.path.dirname(path) or "."
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".requests.", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            for row in rows:
+                f.write(dumps_compact(row) + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def run(module: AnsibleModule) -> None:
+    p = module.params
+    if module.check_mode:
+        module.exit_json(changed=False, skipped=True, msg="check mode: the benchmark was not run")
+        return
+    try:
+        if p["synthetic_input_len"] is not None:
+            prompt_list = synthetic_prompts(64, p["synthetic_input_len"], p["seed"])
+        else:
+            prompt_list = prompts_from_params(p["prompts"])
+        spec = BenchSpec(
+            url=p["url"],
+            prompts=prompt_list,
+            points=load_points(p, module),
+            api=p["api"],
+            model=p["model"],
+            sampling=SamplingSpec(
+                max_new_tokens=p["max_new_tokens"], temperature=p["temperature"], ignore_eos=p["ignore_eos"]
+            ),
+            num_prompts=p["num_prompts"] or (10**9 if p["duration"] else 200),
+            duration_s=p["duration"],
+            warmup=p["warmup"],
+            repeats=p["repeats"],
+            seed=p["seed"],
+            flush_cache=p["flush_cache"],
+            api_key=p["api_key"],
+            request_timeout_s=p["request_timeout"],
+            slo=Slo(ttft_ms=p["slo_ttft_ms"], tpot_ms=p["slo_tpot_ms"], e2e_ms=p["slo_e2e_ms"]),
+            simulated=p["simulated"],
+        )
+        spec.validate()
+        result = run_campaign(spec)
+    except (LoadgenError, PromptError) as err:
+        module.fail_json(msg=f"prompt benchmark against {p['url']} failed: {err}", url=p["url"], api=p["api"])
+        return
+    rows = record_rows(result)
+    if p["records_path"]:
+        try:
+            write_records(p["records_path"], rows)
+        except OSError as err:
+            module.fail_json(
+                msg=f"cannot write the request records to {p['records_path']}: {err}",
+                records_path=p["records_path"],
+            )
+            return
+    module.exit_json(
+        changed=False, summary=campaign_summary(result), records_path=p["records_path"], n_records=len(rows)
+    )
+
+
+def main() -> None:
+    run(build_module())
+
+
+if __name__ == "__main__":
+    main()

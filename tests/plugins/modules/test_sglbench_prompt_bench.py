@@ -1,0 +1,110 @@
+"""sglbench_prompt_bench: main() end to end against the null server on loopback."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+
+import ansible.module_utils
+import pytest
+
+# Alias the loadgen module_utils to the hostlib modules (one copy of every class), like conftest does
+# for the other module_utils.
+for _name in ("loadgen", "loadgen_http", "loadgen_api", "metrics", "prompts"):
+    _mod = importlib.import_module(f"sglbench.hostlib.{_name}")
+    sys.modules.setdefault(f"ansible.module_utils.sglbench_{_name}", _mod)
+    if not hasattr(ansible.module_utils, f"sglbench_{_name}"):
+        setattr(ansible.module_utils, f"sglbench_{_name}", _mod)
+
+import sglbench_prompt_bench  # noqa: E402
+
+from sglbench.hostlib import nullserver, prompts  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def server():
+    with nullserver.NullServerThread(nullserver.NullServerConfig(chunk_tokens=3, spec=True)) as srv:
+        yield srv
+
+
+def test_runs_points_and_writes_records(run_module, server, tmp_path):
+    records = tmp_path / "out" / "requests.jsonl"
+    params = [p.to_param() for p in prompts.load_shipped_set("code")[:4]]
+    done = run_module(
+        sglbench_prompt_bench,
+        {
+            "url": server.url,
+            "prompts": params,
+            "concurrency": [1, 2],
+            "num_prompts": 4,
+            "max_new_tokens": 9,
+            "repeats": 1,
+            "warmup": 1,
+            "records_path": str(records),
+        },
+    )
+    assert not done.failed, done.result
+    summary = done.result["summary"]
+    assert summary["schema"] == "sglbench.bench/1" and summary["simulated"] is True
+    assert [p["concurrency"] for p in summary["points"]] == [1, 2]
+    assert all(p["n_ok"] == 4 and p["accept_length_mean"] == pytest.approx(3.0) for p in summary["points"])
+    rows = [json.loads(line) for line in records.read_text().splitlines()]
+    assert len(rows) == done.result["n_records"] == 8
+    assert {r["category"] for r in rows} == {"code"}
+    assert done.result["changed"] is False
+
+
+def test_synthetic_prompts_and_plain_strings(run_module, server):
+    done = run_module(
+        sglbench_prompt_bench,
+        {
+            "url": server.url,
+            "synthetic_input_len": 16,
+            "concurrency": [2],
+            "num_prompts": 3,
+            "max_new_tokens": 4,
+            "repeats": 2,
+            "warmup": 0,
+        },
+    )
+    assert not done.failed, done.result
+    assert [p["repeat"] for p in done.result["summary"]["points"]] == [0, 1]
+    assert done.result["records_path"] is None
+    done = run_module(
+        sglbench_prompt_bench,
+        {
+            "url": server.url,
+            "prompts": ["hello", "world"],
+            "api": "openai-chat",
+            "concurrency": [1],
+            "num_prompts": 2,
+            "max_new_tokens": 4,
+            "repeats": 1,
+            "warmup": 0,
+        },
+    )
+    assert not done.failed, done.result
+    assert done.result["summary"]["points"][0]["n_ok"] == 2
+
+
+def test_check_mode_skips(run_module, server):
+    done = run_module(sglbench_prompt_bench, {"url": server.url, "prompts": ["x"]}, check_mode=True)
+    assert not done.failed and done.result["skipped"] is True
+
+
+def test_failures_name_the_url_and_the_problem(run_module):
+    done = run_module(
+        sglbench_prompt_bench, {"url": "http://127.0.0.1:9", "prompts": ["x"], "concurrency": [1]}
+    )
+    assert done.failed
+    assert "http://127.0.0.1:9" in done.result["msg"] and "cannot connect" in done.result["msg"]
+    done = run_module(
+        sglbench_prompt_bench, {"url": "http://127.0.0.1:9", "prompts": [{"id": 1}], "concurrency": [1]}
+    )
+    assert done.failed and "no 'prompt'" in done.result["msg"]
+    done = run_module(
+        sglbench_prompt_bench,
+        {"url": "http://127.0.0.1:9", "prompts": ["x"], "concurrency": [1, 2], "request_rate": [1.0]},
+    )
+    assert done.failed and "single in-flight cap" in done.result["msg"]
