@@ -132,7 +132,8 @@ class _Exchange:
         self.body_parts: list[bytes] = []
 
     # -- body sinks -------------------------------------------------------------------------------------
-    def _body(self, data: bytes, t: float) -> None:
+    def _body(self, data: bytes, out: list[bytes]) -> None:
+        """Body bytes in order: SSE payloads go to ``out``, anything else to ``body_parts``."""
         if not self.sse:
             self.body_parts.append(data)
             return
@@ -141,22 +142,25 @@ class _Exchange:
             buf = buf.replace(b"\r\n", b"\n")
         events = buf.split(b"\n\n")
         self._sse = events.pop()  # incomplete tail (b"" when buf ended on a blank line)
-        payloads = []
         for event in events:
             if event[:6] == b"data: " and b"\n" not in event:  # the common single-line event
-                payloads.append(event[6:])
+                out.append(event[6:])
             elif b"data:" in event:
-                payloads.append(_join_data_lines(event))
+                out.append(_join_data_lines(event))
             # else: comment / id / retry lines only, or an empty event
-        if payloads:
-            self.resp.n_events += len(payloads)
-            assert self.on_event is not None
-            self.on_event(payloads, t)
+
+    def _emit(self, payloads: list[bytes], t: float) -> None:
+        self.resp.n_events += len(payloads)
+        assert self.on_event is not None
+        self.on_event(payloads, t)
 
     def _finish_sse(self, t: float) -> None:
         if self.sse and self._sse.strip():  # last event without a blank line
             rest, self._sse = self._sse + b"\n\n", b""
-            self._body(rest, t)
+            payloads: list[bytes] = []
+            self._body(rest, payloads)
+            if payloads:
+                self._emit(payloads, t)
 
     # -- protocol feed ----------------------------------------------------------------------------------
     def feed(self, data: bytes, t: float) -> bool:
@@ -173,6 +177,8 @@ class _Exchange:
         pos = 0
         n = len(buf)
         parts: list[bytes] = []
+        payloads: list[bytes] = []
+        sse = self.sse
         state = self._state
         while pos < n or state == _DONE:
             if state == _CHUNK_SIZE:
@@ -191,8 +197,24 @@ class _Exchange:
                 if size == 0:
                     state = _TRAILER
                 elif pos + size + 2 <= n:  # whole chunk and its CRLF in this read: the fast path
-                    parts.append(buf[pos : pos + size])
-                    pos += size + 2
+                    end = pos + size
+                    # Fastest path: the chunk is exactly one single-line "data: ...\n\n" event (how SGLang
+                    # and uvicorn frame a stream); its payload is one slice, no SSE split needed.
+                    if (
+                        sse
+                        and buf[end - 2 : end] == b"\n\n"
+                        and buf.startswith(b"data: ", pos)
+                        and buf.find(b"\n", pos, end - 2) < 0
+                    ):
+                        if parts:
+                            self._body(parts[0] if len(parts) == 1 else b"".join(parts), payloads)
+                            parts = []
+                        if not self._sse:
+                            payloads.append(buf[pos + 6 : end - 2])
+                            pos = end + 2
+                            continue
+                    parts.append(buf[pos:end])
+                    pos = end + 2
                 else:
                     self._remaining = size
                     state = _CHUNK_DATA
@@ -225,6 +247,7 @@ class _Exchange:
                         raise HttpError("response header larger than 64 KiB")
                     break
                 state = self._parse_head(buf[pos:end])
+                sse = self.sse
                 resp.headers_t = t
                 pos = end + 4
             elif state == _TRAILER:
@@ -239,14 +262,18 @@ class _Exchange:
                 if pos < n:
                     raise HttpError("server sent bytes after the end of the response")
                 if parts:
-                    self._body(parts[0] if len(parts) == 1 else b"".join(parts), t)
+                    self._body(parts[0] if len(parts) == 1 else b"".join(parts), payloads)
+                if payloads:
+                    self._emit(payloads, t)
                 resp.end_t = t
                 self._finish_sse(t)
                 return True
         self._state = state
         self._buf = buf[pos:] if pos < n else b""
         if parts:
-            self._body(parts[0] if len(parts) == 1 else b"".join(parts), t)
+            self._body(parts[0] if len(parts) == 1 else b"".join(parts), payloads)
+        if payloads:
+            self._emit(payloads, t)
         return False
 
     def _parse_head(self, head: bytes) -> int:
