@@ -19,6 +19,8 @@ SUBCOMMANDS: list[tuple[str, str]] = [
     ("compare", "sglbench.compare"),
     ("run", "sglbench.runner"),
     ("report", "sglbench.report"),
+    ("schedule", "sglbench.schedule"),
+    ("prune", "sglbench.prune"),
 ]
 
 

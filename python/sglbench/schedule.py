@@ -1,0 +1,131 @@
+"""``sglbench schedule``: install (or remove) a systemd timer on the controller that runs ``sglbench run``.
+
+Thin: turn the options into ``sglbench_schedule_*`` variables and apply ``playbooks/schedule.yml``
+(role ``roles/sglbench_schedule``) to localhost through ansible-runner. Everything after ``--`` is passed
+to ``sglbench run`` by the timer's service. Example (docs/operations.md):
+
+    sglbench schedule --name nightly --on-calendar '*-*-* 02:00' --keep 30 -- --tp all --policy skip
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from sglbench.runner import RunError, RunnerFn, _env, find_project_dir
+
+PLAYBOOK = "playbooks/schedule.yml"
+
+
+def build_vars(args: argparse.Namespace, project: Path, executable: str) -> dict[str, Any]:
+    results = (args.results or project / "results").resolve()
+    ev: dict[str, Any] = {
+        "sglbench_schedule_name": args.name,
+        "sglbench_schedule_state": "absent" if args.remove else "present",
+        "sglbench_schedule_executable": executable,
+        "sglbench_schedule_project_dir": str(project),
+        "sglbench_schedule_results_dir": str(results),
+        "sglbench_schedule_keep": args.keep,
+        "sglbench_schedule_keep_days": args.keep_days,
+        "sglbench_schedule_wait_s": args.wait,
+        "sglbench_schedule_run_args": list(args.run_args),
+    }
+    if args.on_calendar:
+        ev["sglbench_schedule_on_calendar"] = args.on_calendar
+    if args.user:
+        ev["sglbench_schedule_user"] = args.user
+    if args.unit_dir:
+        ev["sglbench_schedule_unit_dir"] = str(args.unit_dir)
+    if args.no_systemd:
+        ev["sglbench_schedule_manage_systemd"] = False
+    return ev
+
+
+def check_calendar(expr: str) -> str | None:
+    """systemd's own verdict on an OnCalendar expression (None when fine or systemd-analyze is missing)."""
+    if shutil.which("systemd-analyze") is None:
+        return None
+    p = subprocess.run(["systemd-analyze", "calendar", expr], capture_output=True, text=True, check=False)
+    return None if p.returncode == 0 else (p.stderr.strip() or p.stdout.strip() or "invalid")
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = subparsers.add_parser(
+        "schedule",
+        help="install a systemd timer on this controller that runs `sglbench run` on a calendar",
+        description=(__doc__ or "").split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--name", default="nightly", help="schedule name (units sglbench-NAME.service/.timer)")
+    p.add_argument("--on-calendar", help="systemd OnCalendar expression, e.g. 'Mon..Fri 02:00'")
+    p.add_argument("--keep", type=int, default=30, help="retention: keep the newest N runs (default 30)")
+    p.add_argument("--keep-days", type=int, default=0, help="retention: also keep runs younger than D days")
+    p.add_argument(
+        "--wait", type=int, default=3600, help="seconds a run waits for busy GPU hosts (default 3600)"
+    )
+    p.add_argument("--results", type=Path, help="results root (default <project>/results)")
+    p.add_argument("--user", help="user the run executes as (default root)")
+    p.add_argument("--unit-dir", type=Path, help="unit directory (default /etc/systemd/system)")
+    p.add_argument("--no-systemd", action="store_true", help="only write the unit files (no reload/enable)")
+    p.add_argument("--remove", action="store_true", help="stop the timer and remove both units")
+    p.add_argument("--check", action="store_true", help="show what would change (ansible check mode)")
+    p.add_argument("--project-dir", type=Path, help="sglbench checkout (default: found)")
+    p.add_argument("run_args", nargs=argparse.REMAINDER, help="-- then the arguments of `sglbench run`")
+    p.set_defaults(func=run_schedule)
+
+
+def run_schedule(args: argparse.Namespace, runner_fn: RunnerFn | None = None) -> int:
+    if args.run_args and args.run_args[0] == "--":
+        args.run_args = args.run_args[1:]
+    try:
+        if not args.remove and not args.on_calendar:
+            raise RunError("--on-calendar is required (e.g. '*-*-* 02:00'), or pass --remove")
+        if args.keep < 1:
+            raise RunError("--keep must be >= 1")
+        if args.on_calendar and (err := check_calendar(args.on_calendar)):
+            raise RunError(f"--on-calendar {args.on_calendar!r}: systemd rejects it: {err}")
+        project = (args.project_dir or find_project_dir()).resolve()
+        if not (project / PLAYBOOK).is_file():
+            raise RunError(f"--project-dir {project}: no {PLAYBOOK} there")
+    except RunError as exc:
+        print(f"sglbench schedule: error: {exc}", file=sys.stderr)
+        return 2
+    executable = shutil.which("sglbench") or str(Path(sys.executable).parent / "sglbench")
+    extravars = build_vars(args, project, executable)
+    if runner_fn is None:
+        import ansible_runner
+
+        runner_fn = ansible_runner.run
+    with tempfile.TemporaryDirectory(prefix="sglbench-schedule-") as pdd:
+        r = runner_fn(
+            private_data_dir=pdd,
+            project_dir=str(project),
+            playbook=str(project / PLAYBOOK),
+            inventory="localhost,",
+            extravars=extravars,
+            envvars=_env(project),
+            cmdline="--check --diff" if args.check else None,
+            quiet=False,
+        )
+    if r.status != "successful":
+        print(
+            f"sglbench schedule: error: the schedule playbook ended with status {r.status} (rc {r.rc})",
+            file=sys.stderr,
+        )
+        return 2
+    unit = f"sglbench-{args.name}"
+    if args.remove:
+        print(f"sglbench schedule: removed {unit}.timer and {unit}.service")
+    else:
+        results = extravars["sglbench_schedule_results_dir"]
+        print(
+            f"sglbench schedule: {unit}.timer runs `sglbench run {' '.join(args.run_args)}` on "
+            f"{args.on_calendar!r}, keeping the newest {args.keep} runs in {results}. Check it with: "
+            f"systemctl list-timers {unit}.timer; journalctl -u {unit}.service"
+        )
+    return 0
