@@ -44,7 +44,8 @@ APIS: tuple[str, ...] = tuple(API_PATHS)
 
 _CT_KEY = b'"completion_tokens"'
 _CT_VALUE = re.compile(rb"\s*:\s*(\d+)")
-_FR_NULL = b'"finish_reason":null'
+_FR_NULL = b'"finish_reason":null'  # compact JSON (SGLang's pydantic dumps)
+_FR_NULL_SPACED = b'"finish_reason": null'  # json.dumps defaults
 
 
 @dataclass(frozen=True)
@@ -235,7 +236,7 @@ class StreamDecoder:
             i = payload.rfind(key)
             m = match(payload, i + skip) if i >= 0 else None
             # Fast path: a mid-stream chunk with continuous usage (cumulative server count, not finished).
-            if m is not None and _FR_NULL in payload:
+            if m is not None and (_FR_NULL in payload or _FR_NULL_SPACED in payload):
                 chunk_t.append(t)
                 chunk_tok.append(int(m.group(1)))
             elif payload == b"[DONE]":

@@ -105,25 +105,32 @@ def test_native_error_event_and_abort_become_errors():
     assert rec.error is not None and "abort" in rec.error
 
 
-def openai_chunk(text: str, n: int | None, finish: str | None = None, chat: bool = False) -> bytes:
+def openai_chunk(
+    text: str, n: int | None, finish: str | None = None, chat: bool = False, spaced: bool = False
+) -> bytes:
     choice = {"index": 0, "finish_reason": finish}
     if chat:
         choice["delta"] = {"content": text}
     else:
         choice["text"] = text
     usage = None if n is None else {"prompt_tokens": 5, "completion_tokens": n, "total_tokens": 5 + n}
-    return json.dumps({"choices": [choice], "usage": usage}, separators=(",", ":")).encode()
+    seps = (", ", ": ") if spaced else (",", ":")
+    return json.dumps({"choices": [choice], "usage": usage}, separators=seps).encode()
 
 
 USAGE_ONLY = b'{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":6,"total_tokens":11}}'
 
 
 @pytest.mark.parametrize("chat", [False, True])
-def test_openai_decoder_with_continuous_usage(chat):
+@pytest.mark.parametrize("spaced", [False, True])
+def test_openai_decoder_with_continuous_usage(chat, spaced):
     rec = api.RequestRecord(idx=0, prompt_id="p", category="c")
     dec = api.StreamDecoder("openai-chat" if chat else "openai", rec)
-    dec.on_event([openai_chunk("ab", 2, chat=chat), openai_chunk("cd", 4, chat=chat)], 1.0)
-    dec.on_event([openai_chunk("ef", 6, "length", chat=chat), USAGE_ONLY, b"[DONE]"], 2.0)
+    dec.on_event(
+        [openai_chunk("ab", 2, chat=chat, spaced=spaced), openai_chunk("cd", 4, chat=chat, spaced=spaced)],
+        1.0,
+    )
+    dec.on_event([openai_chunk("ef", 6, "length", chat=chat, spaced=spaced), USAGE_ONLY, b"[DONE]"], 2.0)
     rec.http_status = 200
     dec.finish()
     assert rec.chunk_tokens == [2, 4, 6] and rec.chunk_t == [1.0, 1.0, 2.0]
