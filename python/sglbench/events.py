@@ -29,6 +29,7 @@ BEGIN_TASK = re.compile(r"^cycle \| Begin the attempt of (?P<instance>\S+)")
 REPORT_TASK = re.compile(r"^cycle \| Report (?P<instance>\S+)")
 INSTANCE_TP = re.compile(r"-tp(?P<tp>\d+)$")
 PHASE_NAMES = {"bench": "benchmark"}
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 @dataclass(frozen=True)
@@ -135,7 +136,8 @@ def apply_event(state: Progress, event: dict[str, Any]) -> Progress:
         stats = {k: data.get(k) or {} for k in ("ok", "failures", "dark", "rescued", "skipped", "changed")}
         return replace(state, stats=stats)
     if kind == "warning":
-        msg = (data.get("warning") or event.get("stdout") or "").strip()
+        text = data.get("warning") if isinstance(data.get("warning"), str) else event.get("stdout")
+        msg = ANSI.sub("", text).strip() if isinstance(text, str) else ""
         return replace(state, warnings=(*state.warnings, msg)) if msg else state
     host_name = data.get("host")
     if not host_name:

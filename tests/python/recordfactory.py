@@ -229,7 +229,14 @@ def demo_plan(tp: int, spec: bool, mrr: int, *, fits: bool = True) -> dict[str, 
     )
 
 
-def demo_campaign(root: Path, run_id: str = "demo", seed: int = 7, with_requests: bool = True) -> Path:
+def demo_campaign(
+    root: Path,
+    run_id: str = "demo",
+    seed: int = 7,
+    with_requests: bool = True,
+    tps: tuple[int, ...] = (1, 4, 8),
+    concurrencies: tuple[int, ...] = (1, 2, 4, 8),
+) -> Path:
     """A realistic constructed campaign (3 TP sizes, AR + DFlash + DDTree, a planned skip and a failure,
     per-request rows with prompt categories) for report and summary tests."""
     import random
@@ -242,7 +249,7 @@ def demo_campaign(root: Path, run_id: str = "demo", seed: int = 7, with_requests
         ("qwen27b-ddtree-b16", "DDTREE", 2.3, 4.1),
     ]
     t0 = 1_795_940_000.0
-    for tp in (1, 4, 8):
+    for tp in tps:
         for name, alg, mult, acc in configs:
             spec = acc > 0
             mrr = 4 if spec else 64
@@ -272,7 +279,7 @@ def demo_campaign(root: Path, run_id: str = "demo", seed: int = 7, with_requests
                 )
                 continue
             pts, reqs = [], []
-            for c in (1, 2, 4, 8):
+            for c in concurrencies:
                 for r in range(3):
                     tput = 38.0 * (c**0.8) * (tp**0.55) * mult * (1 - 0.06 * spec * c / 8)
                     tput *= 1 + rnd.uniform(-0.04, 0.04)

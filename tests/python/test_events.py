@@ -175,3 +175,12 @@ def test_rescued_cycle_failures_do_not_stop_the_run() -> None:
 
 def test_fmt_duration() -> None:
     assert [events.fmt_duration(s) for s in (None, 5, 65, 3700)] == ["?", "5s", "1m05s", "1h01m"]
+
+
+def test_warning_events_keep_their_text_without_colour() -> None:
+    ev = {
+        "event": "warning",
+        "stdout": "\x1b[1;35m[WARNING]: Encountered 1 template error.\x1b[0m\r\n",
+        "event_data": {"warning": True, "task": "x"},
+    }
+    assert events.apply_event(events.Progress(), ev).warnings == ("[WARNING]: Encountered 1 template error.",)

@@ -29,7 +29,7 @@ class _Refs(HTMLParser):
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Path]]:
     root = tmp_path_factory.mktemp("campaign")
-    run = rf.demo_campaign(root)
+    run = rf.demo_campaign(root, tps=(1, 8), concurrencies=(1, 4))
     out = root / "out" / "report.html"
     return out, report.render(results.load(run), out)
 
@@ -75,7 +75,7 @@ def test_content_a_reader_needs(rendered: tuple[Path, list[Path]]) -> None:
         "How the numbers were computed",
     ):
         assert f"<h2>{heading}</h2>" in text
-    assert "<h3>TP 1</h3>" in text and "<h3>TP 8</h3>" in text
+    assert "<h3>TP 1</h3>" in text and "<h3>TP 8</h3>" in text and "<h3>TP 4</h3>" not in text
     # failure list with classified causes and a recommendation each
     assert "cuda_oom" in text and "lower --mem-fraction-static" in text
     assert "planned_failure" in text and "Planner recommends --max-running-requests 4" in text
