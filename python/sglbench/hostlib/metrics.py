@@ -351,6 +351,8 @@ def summarize_point(
         "finish_reasons": finish,
         "errors": errors,
         "goodput": goodput(recs, metrics, duration, slo) if slo is not None else None,
+        "peak_output_tok_s": peak_output_tok_s([r for r, _ in ok_pairs]),
+        "by_category": by_category(ok_pairs),
     }
     health = client_health(recs, metrics, client) if client is not None else None
     reasons = list(health["reasons"]) if health else []
@@ -360,6 +362,42 @@ def summarize_point(
     summary["valid"] = not reasons
     summary["invalid_reasons"] = reasons
     return summary
+
+
+def peak_output_tok_s(records: Sequence[Any], bucket_s: float = 1.0) -> float | None:
+    """Most output tokens that arrived within one ``bucket_s`` window (fixed buckets from time 0), per
+    second. Counted from token deltas, not chunks, so multi-token (speculative) chunks count fully."""
+    buckets: dict[int, int] = {}
+    for rec in records:
+        for t, k in token_chunks(_get(rec, "chunk_t") or (), _get(rec, "chunk_tokens") or ()):
+            b = math.floor(t / bucket_s)
+            buckets[b] = buckets.get(b, 0) + k
+    return max(buckets.values()) / bucket_s if buckets else None
+
+
+def by_category(ok_pairs: Sequence[tuple[Any, RequestMetrics]]) -> dict[str, dict[str, Any]]:
+    """Per prompt category: counts, latency medians and acceptance (acceptance depends on content)."""
+    groups: dict[str, list[tuple[Any, RequestMetrics]]] = {}
+    for rec, m in ok_pairs:
+        groups.setdefault(str(_get(rec, "category") or "unknown"), []).append((rec, m))
+    out: dict[str, dict[str, Any]] = {}
+    for cat, pairs in sorted(groups.items()):
+        acc = [m.accept_length for _, m in pairs if m.accept_length is not None]
+        verify = sum(_get(r, "spec_verify_ct") or 0 for r, _ in pairs)
+        spec_tokens = sum(m.output_tokens for r, m in pairs if _get(r, "spec_verify_ct"))
+        itl: list[float] = []
+        for _, m in pairs:
+            itl.extend(m.itl_s)
+        out[cat] = {
+            "n_ok": len(pairs),
+            "output_tokens": sum(m.output_tokens for _, m in pairs),
+            "ttft_ms_p50": distribution((m.ttft_s for _, m in pairs if m.ttft_s is not None), 1000.0)["p50"],
+            "tpot_ms_p50": distribution((m.tpot_s for _, m in pairs if m.tpot_s is not None), 1000.0)["p50"],
+            "itl_ms_p50": distribution(itl, 1000.0)["p50"],
+            "accept_length_mean": math.fsum(acc) / len(acc) if acc else None,
+            "accept_length_token_weighted": spec_tokens / verify if verify else None,
+        }
+    return out
 
 
 def aggregate_repeats(points: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

@@ -219,3 +219,21 @@ def test_aggregate_repeats_mean_and_interval():
     assert (t["ci95_low"], t["ci95_high"]) == pytest.approx((100 - half, 100 + half))
     assert agg["all_valid"] is True
     assert agg["ttft_ms_p50"]["n"] == 0
+
+
+def test_peak_output_tok_s_counts_tokens_not_chunks():
+    # 4-token chunks every 0.1 s from t=0.05 to t=1.95 (20 chunks): bucket [0, 1) holds 10 chunks = 40 tokens.
+    rec = stream_record(sent=0.0, ttft=0.05, gap=0.1, n_tokens=80, k=4)
+    assert metrics.peak_output_tok_s([rec]) == pytest.approx(40.0)
+    assert metrics.peak_output_tok_s([]) is None
+
+
+def test_by_category_splits_acceptance_by_content():
+    a = stream_record(sent=0.0, ttft=0.1, gap=0.01, n_tokens=12, k=4, spec=True)  # accept 4
+    b = stream_record(sent=0.0, ttft=0.1, gap=0.01, n_tokens=12, k=2, spec=True)  # accept 2
+    a["category"], b["category"] = "code", "chat"
+    s = metrics.summarize_point([a, b])
+    assert s["by_category"]["code"]["accept_length_mean"] == pytest.approx(4.0)
+    assert s["by_category"]["chat"]["accept_length_mean"] == pytest.approx(2.0)
+    assert s["by_category"]["chat"]["n_ok"] == 1 and s["by_category"]["code"]["output_tokens"] == 12
+    assert s["accept_length_token_weighted"] == pytest.approx(24 / 9)
