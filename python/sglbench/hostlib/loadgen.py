@@ -27,6 +27,7 @@ import asyncio
 import contextlib
 import itertools
 import json
+import math
 import random
 import time
 from collections.abc import Callable, Iterable
@@ -107,8 +108,10 @@ class BenchSpec:
         for p in self.points:
             if p.concurrency is not None and p.concurrency < 1:
                 raise LoadgenError(f"concurrency must be >= 1, got {p.concurrency}")
-            if p.request_rate is not None and p.request_rate <= 0:
+            if p.request_rate is not None and not p.request_rate > 0:
                 raise LoadgenError(f"request rate must be > 0 req/s, got {p.request_rate}")
+            if p.request_rate is not None and math.isinf(p.request_rate) and self.num_prompts > 10**6:
+                raise LoadgenError("an infinite request rate (all requests at once) needs a request count")
             if p.concurrency is None and p.request_rate is None:
                 raise LoadgenError("a load point needs a concurrency or a request rate")
         if self.num_prompts < 1:
@@ -198,6 +201,8 @@ def poisson_schedule(rate: float, n: int, seed: int, duration_s: float | None = 
     Precomputed from a seeded RNG so a rerun sends at the same instants; bounded by ``n`` and, when
     given, by ``duration_s``.
     """
+    if math.isinf(rate):  # bench_serving's "inf": everything at t=0
+        return [0.0] * n
     rng = random.Random(seed)
     out: list[float] = []
     t = 0.0

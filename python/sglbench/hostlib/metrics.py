@@ -230,7 +230,7 @@ def client_health(
             "other processes on this machine starved it"
         )
     achieved = None
-    if stats.target_rate and stats.send_window_s and stats.send_window_s > 0:
+    if stats.target_rate and not math.isinf(stats.target_rate) and stats.send_window_s:
         sent_times = sorted(_get(r, "sent_s") for r in records if _get(r, "sent_s") is not None)
         if len(sent_times) > 1:
             achieved = (

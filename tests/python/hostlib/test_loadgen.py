@@ -28,6 +28,7 @@ def test_poisson_schedule_is_seeded_absolute_and_bounded():
     assert a[0] == 0.0 and all(x < y for x, y in itertools.pairwise(a))
     mean_gap = a[-1] / (len(a) - 1)
     assert 0.08 < mean_gap < 0.12  # mean of 1999 exponential gaps of mean 0.1 s
+    assert loadgen.poisson_schedule(float("inf"), 3, seed=0) == [0.0, 0.0, 0.0]
     bounded = loadgen.poisson_schedule(10.0, 10**9, seed=3, duration_s=5.0)
     assert bounded[-1] < 5.0 and len(bounded) == sum(1 for t in a if t < 5.0)
 
@@ -54,6 +55,10 @@ def test_spec_validation_names_the_problem():
         ({"points": []}, "no load points"),
         ({"points": [loadgen.LoadPoint(concurrency=0)]}, "concurrency must be"),
         ({"points": [loadgen.LoadPoint(request_rate=-1.0)]}, "request rate"),
+        (
+            {"points": [loadgen.LoadPoint(request_rate=float("inf"))], "num_prompts": 10**9},
+            "needs a request count",
+        ),
         ({"points": [loadgen.LoadPoint(concurrency=1)], "api": "grpc"}, "api must be"),
         ({"points": [loadgen.LoadPoint(concurrency=1)], "url": "127.0.0.1:1"}, "bad server URL"),
         (
