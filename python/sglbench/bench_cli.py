@@ -280,6 +280,9 @@ def run_bench(args: argparse.Namespace) -> int:
     except (loadgen.LoadgenError, prompts.PromptError) as exc:
         print(f"sglbench bench: error: {exc}", file=sys.stderr)
         return 2 if isinstance(exc, prompts.PromptError) else 1
+    except KeyboardInterrupt:
+        print(f"sglbench bench: interrupted; nothing was written to {args.out}", file=sys.stderr)
+        return 130
 
 
 def _run_bench(args: argparse.Namespace) -> int:
