@@ -74,6 +74,12 @@ class LoadPoint:
     concurrency: int | None = None
     request_rate: float | None = None
 
+    @property
+    def rate_json(self) -> float | str | None:
+        """The rate as JSON can hold it: ``"inf"`` for an all-at-once burst."""
+        rr = self.request_rate
+        return "inf" if rr is not None and math.isinf(rr) else rr
+
     def label(self) -> str:
         if self.request_rate is None:
             return f"c{self.concurrency}"
@@ -461,7 +467,7 @@ class LoadRunner:
         summary = {
             "point": point.label(),
             "concurrency": point.concurrency,
-            "request_rate": point.request_rate,
+            "request_rate": point.rate_json,
             "repeat": repeat,
             "seed": seed,
             "warmup_requests": n_warm,
@@ -560,7 +566,7 @@ def campaign_summary(result: CampaignResult) -> dict[str, Any]:
             {
                 "point": label,
                 "concurrency": pr.point.concurrency,
-                "request_rate": pr.point.request_rate,
+                "request_rate": pr.point.rate_json,
                 **metrics_mod.aggregate_repeats(group),
             }
         )
@@ -581,7 +587,7 @@ def record_rows(result: CampaignResult) -> list[dict[str, Any]]:
             row = {
                 "point": pr.point.label(),
                 "concurrency": pr.point.concurrency,
-                "request_rate": pr.point.request_rate,
+                "request_rate": pr.point.rate_json,
                 "repeat": pr.repeat,
                 "seed": pr.seed,
                 "t0_unix": pr.t0_wall,

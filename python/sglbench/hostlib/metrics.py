@@ -253,7 +253,9 @@ def client_health(
         "cpu_fraction": cpu_frac,
         "runqueue_wait_fraction": wait_frac,
         "achieved_rate": achieved,
-        "target_rate": stats.target_rate,
+        "target_rate": "inf"
+        if stats.target_rate is not None and math.isinf(stats.target_rate)
+        else stats.target_rate,
         "thresholds": {
             "send_lateness_p99_ms": MAX_SEND_LATENESS_P99_MS,
             "loop_lag_p99_ms": MAX_LOOP_LAG_P99_MS,

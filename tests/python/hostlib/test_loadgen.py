@@ -261,3 +261,24 @@ def test_record_rows_are_flat_and_tagged():
     } <= set(rows[0])
     assert rows[0]["point"] == "c1" and rows[0]["simulated"] is True
     loadgen.dumps_compact(rows)  # JSON-serialisable, no NaN
+
+
+def test_burst_rate_inf_is_all_at_once_and_json_safe():
+    with nullserver.NullServerThread(nullserver.NullServerConfig()) as srv:
+        spec = loadgen.BenchSpec(
+            url=srv.url,
+            prompts=prompts.synthetic_prompts(2, 4, 0),
+            points=[loadgen.LoadPoint(concurrency=2, request_rate=float("inf"))],
+            sampling=loadgen.SamplingSpec(max_new_tokens=2),
+            num_prompts=6,
+            repeats=1,
+            warmup=0,
+        )
+        result = loadgen.run_campaign(spec)
+    pr = result.points[0]
+    assert [r.scheduled_s for r in pr.records] == [0.0] * 6
+    assert pr.summary["request_rate"] == "inf" and pr.summary["client"]["target_rate"] == "inf"
+    # Four of the six waited for one of the 2 slots: that is queue time (ready > scheduled), not lateness.
+    assert sum(1 for r in pr.records if r.ready_s > r.scheduled_s) >= 4
+    loadgen.dumps_compact(loadgen.campaign_summary(result))
+    loadgen.dumps_compact(loadgen.record_rows(result))
