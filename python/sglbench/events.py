@@ -106,23 +106,31 @@ def _tp_of(host: HostProgress, instance: str) -> int | None:
 
 
 def _msg(res: Any) -> str:
+    """``res.msg`` as one line: a list message (debug with ``msg: [...]``) is joined with "; "."""
     if isinstance(res, dict):
         msg = res.get("msg")
         if isinstance(msg, str):
             return msg
+        if isinstance(msg, list):
+            items = [str(m).strip() for m in msg]
+            # drop empty facts such as "failure: {}" or "KV tokens: None"
+            return "; ".join(i for i in items if i and not i.endswith((": {}", ": None", ": null", ":")))
         if res.get("stderr"):
             return str(res["stderr"])[-500:]
     return ""
 
 
 def parse_report(instance: str, msg: str) -> Attempt:
-    """``"qwen-tp1: failed (health: zero_requests), ready in 3 s"`` -> Attempt(outcome, detail)."""
+    """``"qwen-tp1: failed (health: zero_requests), ready in 3 s"`` or the list form joined by
+    :func:`_msg` (``"qwen-tp1: ok; time to ready (s): 5.3; KV tokens: 452325"``) -> Attempt."""
     text = msg.split(":", 1)[1].strip() if msg.startswith(instance + ":") else msg.strip()
-    outcome, _, detail = text.partition(" ")
-    outcome = outcome.rstrip(",")
+    head, _sep, rest = text.partition(";")
+    outcome, _, detail = head.strip().partition(" ")
+    outcome = outcome.rstrip(",;")
     if outcome not in ("ok", "failed", "skipped"):
         return Attempt(instance, "?", text)
-    return Attempt(instance, outcome, detail.strip())
+    detail = " ".join(p for p in (detail.strip(), rest.strip()) if p)
+    return Attempt(instance, outcome, detail)
 
 
 def apply_event(state: Progress, event: dict[str, Any]) -> Progress:

@@ -87,13 +87,21 @@ def _samples(
     return out
 
 
+def shorten(text: str, width: int) -> str:
+    """``text`` cut at a word boundary to at most ``width`` characters, with an ellipsis when cut."""
+    if len(text) <= width:
+        return text
+    cut = text[: width - 1].rsplit(" ", 1)[0].rstrip(" ,;:")
+    return cut + "…"
+
+
 def _fmt_cause(outcome: str, cause: Any, message: Any) -> str:
     if outcome == "ok":
         return ""
     label = "planned skip" if outcome == "skipped" else "failed"
     text = f"{label}: {cause or 'unknown'}"
     if message and isinstance(message, str):
-        text += f" ({message.strip().splitlines()[0][:120]})"
+        text += f" ({shorten(message.strip().splitlines()[0], 140)})"
     return text
 
 

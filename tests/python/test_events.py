@@ -184,3 +184,22 @@ def test_warning_events_keep_their_text_without_colour() -> None:
         "event_data": {"warning": True, "task": "x"},
     }
     assert events.apply_event(events.Progress(), ev).warnings == ("[WARNING]: Encountered 1 template error.",)
+
+
+def test_report_as_a_list_message() -> None:
+    # roles/sglang_cycle now reports with `msg: [...]` (seen on a real sim-host run)
+    res = {
+        "msg": [
+            "x-tp1: failed",
+            "failure: {'phase': 'health', 'cause': 'zero_requests'}",
+            "time to ready (s): None",
+            "KV tokens: None",
+        ]
+    }
+    st = events.apply_event(events.Progress(), _ev("runner_on_ok", "h", "cycle | Report x-tp1", res))
+    a = st.hosts["h"].done[0]
+    assert a.outcome == "failed" and a.detail == "failure: {'phase': 'health', 'cause': 'zero_requests'}"
+    ok = events.parse_report(
+        "y-tp1", events._msg({"msg": ["y-tp1: ok", "failure: {}", "time to ready (s): 5.27"]})
+    )
+    assert (ok.outcome, ok.detail) == ("ok", "time to ready (s): 5.27")
