@@ -504,11 +504,17 @@ def _html_table(
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
+def _flag(key: Any) -> str:
+    """A launch_server flag from a ServerArgs field name or an already spelled flag."""
+    k = str(key)
+    return k if k.startswith("-") else "--" + k.replace("_", "-")
+
+
 def _recommendation(att: dict[str, Any]) -> str:
     parts = []
     recs = att.get("recommendations") or []
     for r in recs[:2]:
-        flags = " ".join(f"--{str(k).replace('_', '-')} {v}" for k, v in (r.get("flags") or {}).items())
+        flags = " ".join(f"{_flag(k)} {v}" for k, v in (r.get("flags") or {}).items())
         slots = r.get("max_running_requests")
         kv = r.get("max_total_num_tokens")
         why = r.get("why") or ""

@@ -120,3 +120,8 @@ def test_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert out.is_file() and "SIMULATED" in capsys.readouterr().out
     assert cli.main(["report", str(tmp_path / "run1"), "-o", str(tmp_path / "r.pdf")]) == 2
     assert cli.main(["report", str(tmp_path / "nothing"), "-o", str(out)]) == 2
+
+
+def test_flag_spelling() -> None:
+    assert report._flag("max_running_requests") == "--max-running-requests"
+    assert report._flag("--mamba-ssm-dtype") == "--mamba-ssm-dtype"
