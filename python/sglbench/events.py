@@ -252,7 +252,8 @@ def attempt_lines(state: Progress) -> list[str]:
     out = []
     for h in sorted(state.hosts):
         for a in state.hosts[h].done:
-            out.append(f"{h}: {a.instance}: {a.outcome}{(' ' + a.detail) if a.detail else ''}")
+            detail = a.detail if not a.detail or a.detail.startswith("(") else f"({a.detail})"
+            out.append(f"{h}: {a.instance}: {a.outcome}{(' ' + detail) if detail else ''}")
     return out
 
 
