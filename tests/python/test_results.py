@@ -155,3 +155,47 @@ def test_empty_or_missing_dirs_fail_clearly(tmp_path: Path) -> None:
         results.load(tmp_path / "nope")
     with pytest.raises(results.ResultsError, match=r"no record\.json"):
         results.load(tmp_path)
+
+
+def test_contract_with_the_load_generator_output(tmp_path: Path) -> None:
+    """A real `sglbench bench` run (against the built-in null server on loopback) embedded as the
+    record's benchmark loads with every field the summaries use."""
+    from sglbench import cli, summarize
+    from sglbench.hostlib.nullserver import NullServerConfig, NullServerThread
+
+    out = tmp_path / "bench"
+    with NullServerThread(NullServerConfig(spec=True, chunk_tokens=2, default_max_new_tokens=8)) as srv:
+        argv = [
+            "bench",
+            "--url",
+            srv.url,
+            "--concurrency",
+            "1,2",
+            "--num-prompts",
+            "6",
+            "--max-new-tokens",
+            "8",
+            "--repeats",
+            "2",
+            "--warmup",
+            "0",
+            "--no-flush-cache",
+            "--out",
+            str(out),
+        ]
+        assert cli.main(argv) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    path = rf.write(tmp_path / "res", rf.record(config="spec", algorithm="DFLASH", benchmark=summary))
+    (path.parent / "requests.jsonl").write_bytes((out / "requests.jsonl").read_bytes())
+    res = results.load(tmp_path / "res" / "run1")
+    pts = res.points
+    assert (
+        len(pts) == 4 and sorted(set(pts["concurrency"])) == [1, 2] and sorted(set(pts["repeat"])) == [0, 1]
+    )
+    assert pts["output_throughput_tok_s"].notna().all() and (pts["n_ok"] == 6).all()
+    assert pts["ttft_ms_p50"].notna().all() and pts["itl_ms_p99"].notna().all()
+    assert pts["accept_length_mean"].notna().all()
+    assert len(res.requests) == 24 and res.requests["ok"].all()
+    assert res.requests["category"].notna().all() and res.requests["accept_length"].notna().all()
+    t = summarize.summary_table(res)
+    assert len(t) == 2 and t["tok_s_ci_low"].notna().all()
