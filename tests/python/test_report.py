@@ -125,3 +125,29 @@ def test_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
 def test_flag_spelling() -> None:
     assert report._flag("max_running_requests") == "--max-running-requests"
     assert report._flag("--mamba-ssm-dtype") == "--mamba-ssm-dtype"
+
+
+def test_several_hosts_merge(tmp_path: Path) -> None:
+    for host, scale in (("gpu1", 1.0), ("gpu2", 1.5)):
+        rf.write(
+            tmp_path,
+            rf.record(
+                host=host, config="ar", benchmark=rf.bench([rf.point(1, r, 10.0 * scale) for r in range(2)])
+            ),
+        )
+        rf.write(
+            tmp_path,
+            rf.record(
+                host=host,
+                config="sd",
+                algorithm="DFLASH",
+                benchmark=rf.bench([rf.point(1, r, 20.0 * scale + r) for r in range(2)]),
+            ),
+        )
+    res = results.load(tmp_path / "run1")
+    out = tmp_path / "r.html"
+    report.render(res, out)
+    text = out.read_text()
+    assert "host(s) gpu1, gpu2" in text and '<th class="">host</th>' in text
+    assert "ar @ gpu1" not in text  # series labels are drawn in the PNG, not the HTML
+    assert len(list(tmp_path.glob("r-*.png"))) == 2  # throughput + speedup
