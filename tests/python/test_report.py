@@ -150,4 +150,8 @@ def test_several_hosts_merge(tmp_path: Path) -> None:
     text = out.read_text()
     assert "host(s) gpu1, gpu2" in text and '<th class="l">host</th>' in text
     assert "ar @ gpu1" not in text  # series labels are drawn in the PNG, not the HTML
-    assert len(list(tmp_path.glob("r-*.png"))) == 2  # throughput + speedup
+    assert sorted(p.name for p in tmp_path.glob("r-*.png")) == [
+        "r-latency.png",
+        "r-speedup.png",
+        "r-throughput.png",
+    ]
