@@ -223,6 +223,7 @@ class Benchmark:
     simulated: bool
     points: list[BenchPoint]
     meta: dict[str, Any] = field(default_factory=dict)
+    missing: list[str] = field(default_factory=list)  # expected points without a result (resume block)
 
 
 @dataclass(frozen=True)
@@ -340,7 +341,11 @@ def parse_benchmark(path: Path | str, data: Any, prefix: str, record_simulated: 
     for i, p in enumerate(r.list_("points")):
         points.append(parse_bench_point(_Reader(path, p, r._name(f"points[{i}]"))))
     simulated = r.bool_("simulated", default=False) or bool(meta.get("simulated")) or record_simulated
-    return Benchmark(prompt_set=str(prompt_set), simulated=simulated, points=points, meta=meta)
+    resume = r.sub("resume")
+    missing = [str(k) for k in resume.list_("missing")] if resume is not None else []
+    return Benchmark(
+        prompt_set=str(prompt_set), simulated=simulated, points=points, meta=meta, missing=missing
+    )
 
 
 def parse_record(data: Any, path: Path | str = "<record>") -> AttemptRecord:

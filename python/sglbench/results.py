@@ -130,6 +130,7 @@ def attempt_row(rec: AttemptRecord) -> dict[str, Any]:
         total_s=rec.timings.total_s,
         prompt_sets=",".join(b.prompt_set for b in rec.benchmarks),
         n_points=sum(len(b.points) for b in rec.benchmarks),
+        points_missing=sum(len(b.missing) for b in rec.benchmarks),
         record_path=str(rec.path),
     )
     return row
@@ -250,6 +251,7 @@ ATTEMPT_COLUMNS = [
     "total_s",
     "prompt_sets",
     "n_points",
+    "points_missing",
     "record_path",
 ]
 POINT_COLUMNS = [

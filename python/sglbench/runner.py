@@ -371,7 +371,8 @@ def _attempt_outcomes(run_dir: Path) -> list[dict[str, Any]]:
     out = []
     for a in res.attempts.to_dict("records"):
         pts = res.points[(res.points["host"] == a["host"]) & (res.points["instance"] == a["instance"])]
-        out.append({**a, "valid": bool(pts["valid"].astype(bool).all()) if len(pts) else True})
+        valid = bool(pts["valid"].astype(bool).all()) if len(pts) else True
+        out.append({**a, "valid": valid and not (a.get("points_missing") or 0)})
     return out
 
 

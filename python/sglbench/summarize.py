@@ -81,10 +81,13 @@ def _samples(
         toks = tokens.get((row.run_id, row.host, row.instance, row.prompt_set, row.point, row.repeat))
         dur = row.duration_s if row.duration_s is not None and not pd.isna(row.duration_s) else None
         key = tuple(getattr(row, k) for k in CELL_KEYS)
-        out.setdefault(key, []).append(
-            bootstrap.RepeatSample(float(row.output_throughput_tok_s), dur, toks)
-        )
+        out.setdefault(key, []).append(bootstrap.RepeatSample(float(row.output_throughput_tok_s), dur, toks))
     return out
+
+
+def _missing_note(att: dict[str, Any]) -> str:
+    n = att.get("points_missing")
+    return f"{int(n)} expected point(s) missing" if n is not None and not pd.isna(n) and int(n) > 0 else ""
 
 
 def shorten(text: str, width: int) -> str:
@@ -151,8 +154,10 @@ def summary_table(
                     "max_running_requests_observed": att["max_running_requests_observed"],
                     "outcome": att["outcome"],
                     "cause": att["cause"],
-                    "note": note or _fmt_cause(att["outcome"], att["cause"], att["failure_message"]),
-                    "valid": not len(invalid),
+                    "note": note
+                    or _missing_note(att)
+                    or _fmt_cause(att["outcome"], att["cause"], att["failure_message"]),
+                    "valid": not len(invalid) and not _missing_note(att),
                     "simulated": bool(grp["simulated"].any()),
                 }
             )
@@ -400,10 +405,12 @@ def run_summarize(args: argparse.Namespace) -> int:
 
 
 def exit_code(res: Results) -> int:
-    """0 when every attempt is ok and every point valid, else 1."""
+    """0 when every attempt is ok, no expected point is missing and every point is valid, else 1."""
     if not len(res.attempts):
         return 1
     if (res.attempts["outcome"] != "ok").any():
+        return 1
+    if (res.attempts["points_missing"].fillna(0).astype(int) > 0).any():
         return 1
     if len(res.points) and not res.points["valid"].astype(bool).all():
         return 1

@@ -188,3 +188,14 @@ def test_cli_formats_and_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert cli.main(["summarize", str(tmp_path / "missing")]) == 2
     err = capsys.readouterr().err
     assert "no such directory" in err and "Traceback" not in err
+
+
+def test_missing_points_from_the_resume_block_are_not_ok(tmp_path: Path) -> None:
+    b = rf.bench([rf.point(1, 0, 10.0)])
+    b["resume"] = {"expected": 2, "done": 1, "missing": ["c1-r1"]}
+    rf.write(tmp_path, rf.record(config="ar", benchmark=b))
+    res = results.load(tmp_path / "run1")
+    assert res.attempts.iloc[0]["points_missing"] == 1
+    r = _row(summarize.summary_table(res), "ar")
+    assert not r.valid and r.note == "1 expected point(s) missing"
+    assert summarize.exit_code(res) == 1
