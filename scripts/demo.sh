@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The embedded default: run the campaign's TP1 phase on the sim host container and show the result.
+#   1. start the sim host (real systemd + the SGLang stand-in) from the image `make image` built
+#   2. ansible-playbook bench.yml -i inventory/sim -e tp=1   (plan -> stop -> start -> health -> probe -> bench -> stop)
+#   3. print the per-config table and write the HTML report
+# Everything here is SIMULATED: no GPU is involved.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+run_id="${SGLBENCH_RUN_ID:-demo-$(date -u +%Y%m%d-%H%M%S)}"
+results="${SGLBENCH_RESULTS_DIR:-$root/results}"
+started=$(date +%s)
+
+echo "== sim host"
+scripts/simhost.sh up
+
+echo "== ansible-playbook bench.yml -i inventory/sim -e tp=1   (run $run_id)"
+set +e
+ansible-playbook bench.yml -i inventory/sim -e tp=1 -e sglbench_run_id="$run_id" \
+  -e sglbench_results_dir="$results"
+playbook_rc=$?
+set -e
+
+echo
+echo "== summary (SIMULATED: numbers come from the SGLang stand-in, not a GPU)"
+sglbench summarize "$results/$run_id" --format md
+sglbench report "$results/$run_id" -o "$results/$run_id/report.html"
+echo
+echo "records: $results/$run_id/"
+echo "report:  $results/$run_id/report.html"
+echo "demo wall time: $(( $(date +%s) - started )) s (playbook exit $playbook_rc)"
