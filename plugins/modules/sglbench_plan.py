@@ -161,6 +161,12 @@ inputs:
     markers found).
   type: dict
   returned: success
+models:
+  description: >-
+    Identity of the target and draft model directories (sha256 of config.json and friends, weight file
+    names and sizes) for the attempt's identity hash (docs/records.md, "Resumable results").
+  type: dict
+  returned: always
 error:
   description: With policy force, why the config could not be planned (it is started anyway).
   type: str
@@ -169,6 +175,7 @@ error:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.sglbench_capacity import PlanError, plan_command
+from ansible.module_utils.sglbench_model_identity import models_identity
 from ansible.module_utils.sglbench_nvidia_smi import read_cmdline
 from ansible.module_utils.sglbench_plan_inputs import (
     PlanInputError,
@@ -306,8 +313,10 @@ def run(module: AnsibleModule) -> None:
                 autotune=None,
                 inputs=None,
                 error=msg,
+                models=models_identity(p["argv"]),
             )
-        module.fail_json(msg=msg + " (policy force starts it anyway)", **ctx)
+        models = models_identity(p["argv"])
+        module.fail_json(msg=msg + " (policy force starts it anyway)", models=models, **ctx)
         return
     prefix = p["argv"][: len(p["argv"]) - len(flags)]
     tuned = outcome.original is not None
@@ -332,6 +341,7 @@ def run(module: AnsibleModule) -> None:
         argv=prefix + outcome.flags,
         autotune=autotune,
         inputs=inputs,
+        models=models_identity(p["argv"]),
     )
 
 

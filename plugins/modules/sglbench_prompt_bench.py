@@ -75,6 +75,12 @@ options:
     description: Repeats per point; repeat r uses seed I(seed)+r.
     type: int
     default: 3
+  first_repeat:
+    description:
+      - Index of the first repeat, for callers that run one repeat per call (the cycle commits each point
+        on the controller as it completes). Repeat r always uses seed I(seed)+r and is labelled r.
+    type: int
+    default: 0
   warmup:
     description: Warmup requests per point (default one per concurrency slot, at most 64).
     type: int
@@ -108,6 +114,12 @@ options:
   records_path:
     description: Host path for the per-request records (JSON lines, written atomically). Omit to skip them.
     type: path
+  return_records:
+    description:
+      - Also return the per-request records in the result (C(records)), which saves a C(fetch) round trip
+        when the caller stores them on the controller (the cycle does, one point per call).
+    type: bool
+    default: false
 attributes:
   check_mode:
     support: none
@@ -149,6 +161,11 @@ n_records:
   description: Number of per-request records (measured requests of every point and repeat).
   type: int
   returned: success
+records:
+  description: The per-request records (same rows as the I(records_path) file).
+  type: list
+  elements: dict
+  returned: when I(return_records) is true
 """
 
 import os
@@ -189,6 +206,7 @@ def build_module() -> AnsibleModule:
             "ignore_eos": {"type": "bool", "default": False},
             "temperature": {"type": "float", "default": 0.0},
             "repeats": {"type": "int", "default": 3},
+            "first_repeat": {"type": "int", "default": 0},
             "warmup": {"type": "int"},
             "seed": {"type": "int", "default": 0},
             "flush_cache": {"type": "bool", "default": True},
@@ -199,6 +217,7 @@ def build_module() -> AnsibleModule:
             "slo_e2e_ms": {"type": "float"},
             "simulated": {"type": "bool"},
             "records_path": {"type": "path"},
+            "return_records": {"type": "bool", "default": False},
         },
         mutually_exclusive=[("prompts", "synthetic_input_len")],
         required_one_of=[("prompts", "synthetic_input_len")],
@@ -262,6 +281,7 @@ def run(module: AnsibleModule) -> None:
             duration_s=p["duration"],
             warmup=p["warmup"],
             repeats=p["repeats"],
+            first_repeat=p["first_repeat"],
             seed=p["seed"],
             flush_cache=p["flush_cache"],
             api_key=p["api_key"],
@@ -284,8 +304,13 @@ def run(module: AnsibleModule) -> None:
                 records_path=p["records_path"],
             )
             return
+    extra = {"records": rows} if p["return_records"] else {}
     module.exit_json(
-        changed=False, summary=campaign_summary(result), records_path=p["records_path"], n_records=len(rows)
+        changed=False,
+        summary=campaign_summary(result),
+        records_path=p["records_path"],
+        n_records=len(rows),
+        **extra,
     )
 
 

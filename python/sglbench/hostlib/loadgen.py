@@ -99,6 +99,7 @@ class BenchSpec:
     duration_s: float | None = None
     warmup: int | None = None  # None = one per concurrency slot (capped at 64); 0 = none
     repeats: int = 3
+    first_repeat: int = 0  # index of the first repeat: a caller running one repeat per call sets it
     seed: int = 0
     flush_cache: bool = True
     api_key: str | None = None
@@ -124,6 +125,8 @@ class BenchSpec:
             raise LoadgenError(f"num_prompts must be >= 1, got {self.num_prompts}")
         if self.repeats < 1:
             raise LoadgenError(f"repeats must be >= 1, got {self.repeats}")
+        if self.first_repeat < 0:
+            raise LoadgenError(f"first_repeat must be >= 0, got {self.first_repeat}")
         if self.duration_s is not None and self.duration_s <= 0:
             raise LoadgenError(f"duration must be > 0 s, got {self.duration_s}")
         if self.sampling.max_new_tokens < 1:
@@ -482,7 +485,7 @@ class LoadRunner:
         results: list[PointResult] = []
         try:
             for point in self.spec.points:
-                for r in range(self.spec.repeats):
+                for r in range(self.spec.first_repeat, self.spec.first_repeat + self.spec.repeats):
                     res = await self.run_point(point, r, model)
                     res.summary["simulated"] = facts["simulated"]
                     results.append(res)

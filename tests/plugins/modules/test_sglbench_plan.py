@@ -20,7 +20,7 @@ import importlib  # noqa: E402
 import ansible.module_utils  # noqa: E402
 
 _USED = ("capacity", "checkpoint", "geometry", "gpus", "nvidia_smi", "plan_inputs", "plan_policy")
-_USED += ("sglang_args",)
+_USED += ("sglang_args", "model_identity")
 for _name in _USED:
     assert (REPO / "plugins" / "module_utils" / f"sglbench_{_name}.py").is_symlink(), _name
     _mod = importlib.import_module(f"sglbench.hostlib.{_name}")

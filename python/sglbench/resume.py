@@ -1,0 +1,458 @@
+"""Results that are never mixed, never lost: attempt identity hashes, point files and the resume plan.
+
+Pure standard library, because it runs inside ``ansible-playbook``: the filter
+``plugins/filter/sglbench_resume.py`` and the action ``plugins/action/sglbench_points.py`` import it from
+the checkout. Layout and rules: docs/records.md, section "Resumable results".
+
+Controller layout of one config attempt (``<results>/<run_id>/<host>/<config>-tp<N>/``)::
+
+    record.json                 the attempt record (written last, in the cycle's always)
+    requests.jsonl              derived: the request rows of the kept points, in point order
+    points/<key>.json           one load point and repeat, e.g. c4-r1 (schema sglbench.point/1); the commit
+    points/<key>.requests.jsonl its per-request rows (renamed into place before the point file is written)
+    .incoming/                  fetches in flight (a killed run leaves partial files here)
+    previous/<UTC>-<reason>/    everything moved aside: failed, stale (hash differs), partial, fresh, ...
+
+A point counts as done when ``points/<key>.json`` exists, says ``outcome: ok`` and carries the hash the
+current attempt expects for that key. The hash covers the attempt identity (argv, environment, SGLang
+version and accounting, model and draft identity, prompt content, load parameters) plus the point itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+IDENTITY_SCHEMA = "sglbench.identity/1"
+POINT_SCHEMA = "sglbench.point/1"
+BENCH_SCHEMA = "sglbench.bench/1"
+POINTS_DIR = "points"
+INCOMING_DIR = ".incoming"
+PREVIOUS_DIR = "previous"
+REQUESTS_FILE = "requests.jsonl"
+# Files of one attempt that a new attempt replaces (moved aside first, never overwritten in place).
+ATTEMPT_FILES = ("record.json", "journal.log", "unit.service", REQUESTS_FILE)
+DEFAULT_LADDER_CAP = 64
+
+
+class ResumeError(ValueError):
+    """Bad input to the resume helpers; the message names the field."""
+
+
+# -- hashing ----------------------------------------------------------------------------------------
+def canonical_json(obj: Any) -> str:
+    """One spelling per value: sorted keys, no spaces, UTF-8 kept (hash input)."""
+    return json.dumps(
+        obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False, default=str
+    )
+
+
+def sha256_of(obj: Any) -> str:
+    data = obj.encode("utf-8") if isinstance(obj, str) else canonical_json(obj).encode("utf-8")
+    return hashlib.sha256(data).hexdigest()
+
+
+def attempt_identity(parts: Mapping[str, Any]) -> dict[str, Any]:
+    """``{"hash": sha256, "doc": ...}`` of everything that defines a config attempt.
+
+    ``parts`` holds the defining inputs as the cycle has them; two are normalised so the stored document
+    is small and carries no secret: ``environment`` values become their sha256, ``prompts`` (the list of
+    prompt records sent) becomes ``{"sha256", "count"}``. Every other key is hashed as given.
+    """
+    if not isinstance(parts, Mapping):
+        raise ResumeError(f"identity parts must be a mapping, got {type(parts).__name__}")
+    doc: dict[str, Any] = {"schema": IDENTITY_SCHEMA}
+    for key, value in parts.items():
+        if key == "environment":
+            env = value or {}
+            if not isinstance(env, Mapping):
+                raise ResumeError("identity parts.environment must be a mapping of variable -> value")
+            doc[key] = {str(k): sha256_of(str(v)) for k, v in env.items()}
+        elif key == "prompts":
+            items = list(value or [])
+            doc[key] = {"sha256": sha256_of(items), "count": len(items)}
+        else:
+            doc[key] = value
+    return {"hash": sha256_of(doc), "doc": doc}
+
+
+# -- points -----------------------------------------------------------------------------------------
+def point_label(concurrency: int | None, request_rate: float | str | None) -> str:
+    """Same label as the load generator's LoadPoint.label(): c4, r2.5, r2.5-c8, rinf."""
+    if request_rate is None:
+        return f"c{concurrency}"
+    rate = float(request_rate)
+    cap = f"-c{concurrency}" if concurrency else ""
+    return f"r{rate:g}{cap}"
+
+
+def concurrency_ladder(cap: int) -> list[int]:
+    """1, 2, 4, ... up to ``cap`` (included even when not a power of two)."""
+    if cap < 1:
+        raise ResumeError(f"ladder cap must be >= 1, got {cap}")
+    out, c = [], 1
+    while c < cap:
+        out.append(c)
+        c *= 2
+    out.append(cap)
+    return out
+
+
+def expected_points(
+    identity_hash: str, load: Mapping[str, Any], server_max_running_requests: int | None
+) -> list[dict[str, Any]]:
+    """Every (load level x repeat) the attempt must produce, each with its key and hash.
+
+    ``load`` keys used: ``concurrency`` (explicit list), ``request_rate`` (list; then ``concurrency`` is the
+    single cap), ``max_concurrency`` (cap of the default ladder), ``repeats``, ``seed``. The default ladder
+    is 1, 2, 4, ... capped by the smaller of ``max_concurrency`` and the server's effective max running
+    requests (64 when neither is known). Repeat r uses seed ``seed + r``, as the load generator does.
+    """
+    conc = [int(c) for c in (load.get("concurrency") or [])]
+    rates = list(load.get("request_rate") or [])
+    repeats = int(load.get("repeats") or 1)
+    seed = int(load.get("seed") or 0)
+    if repeats < 1:
+        raise ResumeError(f"load.repeats must be >= 1, got {repeats}")
+    levels: list[tuple[int | None, float | str | None]]
+    if rates:
+        if len(conc) > 1:
+            raise ResumeError("load.concurrency must hold one cap when load.request_rate is given")
+        cap = conc[0] if conc else None
+        levels = [(cap, "inf" if float(r) == float("inf") else float(r)) for r in rates]
+    elif conc:
+        levels = [(c, None) for c in conc]
+    else:
+        caps = [int(c) for c in (load.get("max_concurrency"), server_max_running_requests) if c]
+        levels = [(c, None) for c in concurrency_ladder(min(caps) if caps else DEFAULT_LADDER_CAP)]
+    out = []
+    for c, rate in levels:
+        label = point_label(c, rate)
+        for r in range(repeats):
+            point = {"point": label, "concurrency": c, "request_rate": rate, "repeat": r, "seed": seed + r}
+            out.append(
+                {
+                    "key": f"{label}-r{r}",
+                    **point,
+                    "hash": sha256_of({"identity": identity_hash, "point": point}),
+                }
+            )
+    return out
+
+
+# -- files ------------------------------------------------------------------------------------------
+def write_atomic(path: str, text: str, mode: int = 0o644) -> None:
+    """Temp file in the same directory + fsync + rename: readers see the old file or the whole new one."""
+    directory = os.path.dirname(path) or "."
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _read_json(path: str) -> Any:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        return None
+
+
+def utc_stamp(now: float | None = None) -> str:
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(time.time() if now is None else now))
+
+
+class _Mover:
+    """Moves files into ``<attempt>/previous/<stamp>-<reason>/<same relative path>``; never deletes."""
+
+    def __init__(self, attempt_dir: str, stamp: str) -> None:
+        self.attempt_dir = attempt_dir
+        self.stamp = stamp
+        self.moved: list[dict[str, str]] = []
+        self._dirs: dict[str, str] = {}
+
+    def _dir_for(self, reason: str) -> str:
+        if reason not in self._dirs:
+            base = os.path.join(self.attempt_dir, PREVIOUS_DIR, f"{self.stamp}-{reason}")
+            d, n = base, 1
+            while os.path.exists(d):  # two re-runs within one second never share a directory
+                n += 1
+                d = f"{base}-{n}"
+            self._dirs[reason] = d
+        return self._dirs[reason]
+
+    def move(self, rel: str, reason: str) -> None:
+        src = os.path.join(self.attempt_dir, rel)
+        if not os.path.lexists(src):
+            return
+        dst = os.path.join(self._dir_for(reason), rel)
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        os.replace(src, dst)
+        self.moved.append({"file": rel, "to": os.path.relpath(dst, self.attempt_dir), "reason": reason})
+
+
+def _point_path(key: str) -> str:
+    return os.path.join(POINTS_DIR, f"{key}.json")
+
+
+def _requests_path(key: str) -> str:
+    return os.path.join(POINTS_DIR, f"{key}.requests.jsonl")
+
+
+def point_is_done(attempt_dir: str, expected: Mapping[str, Any]) -> bool:
+    doc = _read_json(os.path.join(attempt_dir, _point_path(str(expected["key"]))))
+    return isinstance(doc, dict) and doc.get("outcome") == "ok" and doc.get("hash") == expected.get("hash")
+
+
+def prepare_attempt(
+    attempt_dir: str, identity_hash: str, *, fresh: bool = False, now: float | None = None
+) -> dict[str, Any]:
+    """Before a config starts: is its previous attempt complete, and if not, move its record aside.
+
+    Complete = ``record.json`` says ``outcome: ok``, carries ``identity.hash == identity_hash`` and every
+    point it lists is a done point file (same hash, ok). Then nothing moves and the cycle reuses it (no
+    server start). Otherwise the previous attempt's files (record, journal, unit, derived requests) go to
+    ``previous/<UTC>-<outcome>/`` (``stale`` when the hash differs, ``fresh`` with ``fresh``); point files
+    stay for :func:`plan_points`, which checks them one by one.
+    """
+    record = _read_json(os.path.join(attempt_dir, "record.json"))
+    mover = _Mover(attempt_dir, utc_stamp(now))
+    if not isinstance(record, dict):
+        reason = "partial"
+        if os.path.exists(os.path.join(attempt_dir, "record.json")):
+            reason = "corrupt"
+        for name in ATTEMPT_FILES:
+            mover.move(name, reason)
+        return {"complete": False, "previous": None, "moved": mover.moved}
+    identity = record.get("identity") if isinstance(record.get("identity"), dict) else {}
+    resume = record.get("resume") if isinstance(record.get("resume"), dict) else {}
+    rec_hash = identity.get("hash")
+    listed = resume.get("points")
+    complete = (
+        not fresh
+        and record.get("outcome") == "ok"
+        and rec_hash == identity_hash
+        and isinstance(listed, list)
+        and all(isinstance(p, dict) and point_is_done(attempt_dir, p) for p in listed)
+    )
+    previous = {"outcome": record.get("outcome"), "identity_hash": rec_hash}
+    if complete:
+        return {"complete": True, "previous": previous, "moved": [], "points": listed}
+    if fresh:
+        reason = "fresh"
+    elif identity_hash and rec_hash != identity_hash:
+        reason = "stale"
+    elif record.get("outcome") == "ok":
+        reason = "incomplete"
+    else:
+        reason = str(record.get("outcome") or "unknown")
+    for name in ATTEMPT_FILES:
+        mover.move(name, reason)
+    return {"complete": False, "previous": previous, "moved": mover.moved}
+
+
+def plan_points(
+    attempt_dir: str, expected: Iterable[Mapping[str, Any]], *, fresh: bool = False, now: float | None = None
+) -> dict[str, Any]:
+    """Which expected points are done (kept) and which to run; move everything else aside.
+
+    Moved aside (never deleted), by reason: ``fresh`` (asked for), ``failed`` (point outcome not ok),
+    ``stale`` (hash differs: another config, SGLang, model, prompt set or load), ``unexpected`` (a key the
+    attempt no longer has), ``corrupt`` (unreadable), ``partial`` (request rows without their point file,
+    fetches left in ``.incoming``).
+    """
+    exp = {str(p["key"]): dict(p) for p in expected}
+    mover = _Mover(attempt_dir, utc_stamp(now))
+    pdir = os.path.join(attempt_dir, POINTS_DIR)
+    kept: set[str] = set()
+    names = sorted(os.listdir(pdir)) if os.path.isdir(pdir) else []
+    for name in names:
+        if not name.endswith(".json") or name.startswith("."):
+            continue
+        key = name[: -len(".json")]
+        doc = _read_json(os.path.join(pdir, name))
+        if not isinstance(doc, dict) or doc.get("schema") != POINT_SCHEMA:
+            reason = "corrupt"
+        elif fresh:
+            reason = "fresh"
+        elif key not in exp:
+            reason = "unexpected"
+        elif doc.get("hash") != exp[key]["hash"]:
+            reason = "stale"
+        elif doc.get("outcome") != "ok":
+            reason = str(doc.get("outcome") or "failed")
+        else:
+            kept.add(key)
+            continue
+        mover.move(_point_path(key), reason)
+        mover.move(_requests_path(key), reason)
+    for name in sorted(os.listdir(pdir)) if os.path.isdir(pdir) else []:
+        orphan_rows = name.endswith(".requests.jsonl") and name[: -len(".requests.jsonl")] not in kept
+        if orphan_rows or name.startswith("."):  # rows without a point file, or an interrupted temp file
+            mover.move(os.path.join(POINTS_DIR, name), "partial")
+    inc = os.path.join(attempt_dir, INCOMING_DIR)
+    for name in sorted(os.listdir(inc)) if os.path.isdir(inc) else []:
+        mover.move(os.path.join(INCOMING_DIR, name), "partial")
+    order = list(exp)
+    return {
+        "done": [k for k in order if k in kept],
+        "todo": [exp[k] for k in order if k not in kept],
+        "moved": mover.moved,
+    }
+
+
+def commit_point(
+    attempt_dir: str,
+    expected: Mapping[str, Any],
+    *,
+    outcome: str,
+    summary: Mapping[str, Any] | None = None,
+    meta: Mapping[str, Any] | None = None,
+    error: str | None = None,
+    records_src: str | None = None,
+    records_text: str | None = None,
+    records: list[Any] | None = None,
+    now: float | None = None,
+) -> dict[str, Any]:
+    """Write one point: its request rows first (``records`` rows or ``records_text`` written atomically, or
+    ``records_src``, a fetched file, renamed into place), then the point file.
+
+    The point file is the commit: a kill before it leaves only rows that :func:`plan_points` moves aside.
+    """
+    if outcome not in ("ok", "failed"):
+        raise ResumeError(f"outcome must be ok or failed, got {outcome!r}")
+    key = str(expected["key"])
+    if "/" in key or key.startswith("."):
+        raise ResumeError(f"point key {key!r} must be a plain name")
+    os.makedirs(os.path.join(attempt_dir, POINTS_DIR), exist_ok=True)
+    requests_file = None
+    if records is not None:
+        records_text = "".join(
+            json.dumps(r, separators=(",", ":"), allow_nan=False, default=str) + "\n" for r in records
+        )
+    if records_text is not None:
+        write_atomic(os.path.join(attempt_dir, _requests_path(key)), records_text)
+        requests_file = _requests_path(key)
+    elif records_src and os.path.isfile(records_src):
+        os.replace(records_src, os.path.join(attempt_dir, _requests_path(key)))
+        requests_file = _requests_path(key)
+    point_summary = dict(summary or {})
+    if point_summary:  # one repeat per call: the summary's repeat/seed are the point's
+        point_summary["repeat"] = expected.get("repeat", point_summary.get("repeat"))
+        point_summary["seed"] = expected.get("seed", point_summary.get("seed"))
+    doc = {
+        "schema": POINT_SCHEMA,
+        "key": key,
+        "hash": expected.get("hash"),
+        "point": {k: expected.get(k) for k in ("point", "concurrency", "request_rate", "repeat", "seed")},
+        "outcome": outcome,
+        "error": error,
+        "committed_at": time.time() if now is None else now,
+        "requests_file": requests_file,
+        "summary": point_summary or None,
+        "meta": dict(meta or {}) or None,
+    }
+    write_atomic(os.path.join(attempt_dir, _point_path(key)), json.dumps(doc, indent=1, default=str) + "\n")
+    return doc
+
+
+def _aggregate(group: list[dict[str, Any]]) -> dict[str, Any]:
+    try:
+        from sglbench.hostlib import metrics
+    except ImportError:  # pragma: no cover - the package is always importable next to this file
+        return {"n_repeats": len(group), "all_valid": all(p.get("valid") for p in group)}
+    return metrics.aggregate_repeats(group)
+
+
+def assemble_benchmark(
+    attempt_dir: str,
+    expected: Iterable[Mapping[str, Any]],
+    *,
+    prompt_set: str,
+    identity_hash: str,
+    ran: Iterable[str] = (),
+    write_requests: bool = True,
+) -> dict[str, Any] | None:
+    """The record's ``benchmark`` (schema sglbench.bench/1) from the done point files, in ladder order.
+
+    Also writes the derived ``requests.jsonl`` (rows of those points, atomically). None when no point is
+    done. ``resume`` in the result says which points this run measured and which it reused.
+    """
+    exp = list(expected)
+    docs = []
+    for p in exp:
+        doc = _read_json(os.path.join(attempt_dir, _point_path(str(p["key"]))))
+        if isinstance(doc, dict) and doc.get("outcome") == "ok" and doc.get("hash") == p.get("hash"):
+            docs.append(doc)
+    if not docs:
+        return None
+    points = [d["summary"] for d in docs if isinstance(d.get("summary"), dict)]
+    groups: dict[str, list[dict[str, Any]]] = {}
+    firsts: dict[str, dict[str, Any]] = {}
+    for s in points:
+        groups.setdefault(str(s.get("point")), []).append(s)
+        firsts.setdefault(str(s.get("point")), s)
+    aggregates = [
+        {
+            "point": label,
+            "concurrency": firsts[label].get("concurrency"),
+            "request_rate": firsts[label].get("request_rate"),
+            **_aggregate(group),
+        }
+        for label, group in groups.items()
+    ]
+    meta = dict(docs[0].get("meta") or {})
+    meta["repeats"] = max((int(p.get("repeat", 0)) for p in exp), default=0) + 1
+    meta["prompt_set"] = prompt_set
+    ran_set = set(ran)
+    done_keys = [str(d["key"]) for d in docs]
+    if write_requests:
+        _write_requests(attempt_dir, docs)
+    return {
+        "schema": BENCH_SCHEMA,
+        "simulated": any(bool(s.get("simulated")) for s in points) or bool(meta.get("simulated")),
+        "prompt_set": prompt_set,
+        "meta": meta,
+        "points": points,
+        "aggregates": aggregates,
+        "resume": {
+            "identity_hash": identity_hash,
+            "expected": len(exp),
+            "done": len(done_keys),
+            "measured": [k for k in done_keys if k in ran_set],
+            "reused": [k for k in done_keys if k not in ran_set],
+            "missing": [str(p["key"]) for p in exp if str(p["key"]) not in set(done_keys)],
+        },
+    }
+
+
+def _write_requests(attempt_dir: str, docs: list[dict[str, Any]]) -> None:
+    chunks = []
+    for d in docs:
+        rel = d.get("requests_file")
+        if not rel:
+            continue
+        try:
+            with open(os.path.join(attempt_dir, rel), encoding="utf-8") as fh:
+                text = fh.read()
+        except OSError:
+            continue
+        if text and not text.endswith("\n"):
+            text += "\n"
+        chunks.append(text)
+    if chunks:
+        write_atomic(os.path.join(attempt_dir, REQUESTS_FILE), "".join(chunks))
