@@ -1,0 +1,217 @@
+"""Kill-and-resume on the sim host: SIGKILL ansible-playbook mid-benchmark, re-run, nothing lost or doubled.
+
+Starts its own sim host container (``SGLBENCH_SIMHOST_NAME``, never ``sglbench-simhost`` which
+``make demo`` uses) from ``$SGLBENCH_SIMHOST_IMAGE``, with a two-config matrix and a tiny load:
+
+1. run 1 is killed (SIGKILL of the whole ansible-playbook process group) once the first config has
+   committed two points; one committed point is then marked failed, as a point whose request broke would be;
+2. run 2 (same run id) completes the campaign: every expected point exists exactly once, the failed one
+   was measured again and its old file moved aside (not deleted), the others were reused untouched;
+3. run 3 changes one config (other argv, so another hash): that config is measured again, its previous
+   record and points moved aside as stale; the unchanged config is reused without starting its server.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SIM_NAME = "sglbench-simhost-killresume"
+RUN_ID = "killresume"
+CONFIGS = ("kr-ar", "kr-dflash")
+LOAD = {"prompt_sets": ["math", "chat"], "concurrency": [1, 2], "repeats": 2, "num_prompts": 4}
+LOAD |= {"max_new_tokens": 16, "warmup": 1}
+KEYS = ["c1-r0", "c1-r1", "c2-r0", "c2-r1"]
+
+
+def _matrix(ar_context: int = 32768) -> list[dict[str, Any]]:
+    return [
+        {
+            "name": "kr-ar",
+            "model_path": "/models/qwen3-8b",
+            "tp": [1],
+            "args": {"context_length": ar_context},
+        },
+        {
+            "name": "kr-dflash",
+            "model_path": "/models/qwen3-8b",
+            "algorithm": "DFLASH",
+            "draft_model_path": "/models/qwen3-8b-dflash-b16",
+            "tp": [1],
+            "args": {"max_running_requests": 16, "context_length": 32768},
+        },
+    ]
+
+
+def _env() -> dict[str, str]:
+    bindir = str(Path(sys.executable).parent)
+    return {
+        **os.environ,
+        "SGLBENCH_SIMHOST_NAME": SIM_NAME,
+        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+        "PATH": bindir + os.pathsep + os.environ.get("PATH", ""),
+        "PYTHONPATH": str(REPO / "python"),
+    }
+
+
+def _cmd(results: Path, matrix: list[dict[str, Any]]) -> list[str]:
+    extra = {
+        "tp": "1",
+        "ansible_host": SIM_NAME,
+        "sglbench_run_id": RUN_ID,
+        "sglbench_results_dir": str(results),
+        "sglbench_matrix": matrix,
+        "sglbench_bench": LOAD,
+    }
+    exe = shutil.which("ansible-playbook", path=_env()["PATH"]) or "ansible-playbook"
+    return [
+        exe,
+        str(REPO / "playbooks" / "bench.yml"),
+        "-i",
+        str(REPO / "inventory" / "sim"),
+        "-e",
+        json.dumps(extra),
+    ]
+
+
+def _run(results: Path, matrix: list[dict[str, Any]], log: Path) -> int:
+    with log.open("w") as fh:
+        proc = subprocess.run(
+            _cmd(results, matrix),
+            cwd=REPO,
+            env=_env(),
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            timeout=600,
+            check=False,
+        )
+    return proc.returncode
+
+
+def _read(p: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(p.read_text())
+    return data
+
+
+def _invocation_id(unit: str) -> str:
+    """systemd's InvocationID of the unit's last start (changes with every start)."""
+    out = subprocess.run(
+        ["podman", "exec", SIM_NAME, "systemctl", "show", "-p", "InvocationID", "--value", unit],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    return out.stdout.strip()
+
+
+@pytest.fixture
+def sim_host() -> Any:
+    if not os.environ.get("SGLBENCH_SIMHOST_IMAGE"):
+        pytest.skip("SGLBENCH_SIMHOST_IMAGE is not set (make test sets it after building the sim host image)")
+    if shutil.which("podman") is None:
+        pytest.skip("podman is not installed")
+    up = subprocess.run(
+        [str(REPO / "scripts" / "simhost.sh"), "up"], env=_env(), capture_output=True, text=True, timeout=300
+    )
+    if up.returncode != 0:
+        pytest.skip(f"could not start the sim host container: {up.stderr.strip()[-300:]}")
+    try:
+        yield SIM_NAME
+    finally:
+        subprocess.run(
+            [str(REPO / "scripts" / "simhost.sh"), "down"], env=_env(), capture_output=True, timeout=120
+        )
+
+
+@pytest.mark.simhost
+def test_kill_mid_benchmark_then_resume(sim_host: str, tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    host_dir = results / RUN_ID / "simhost"
+    ar, dflash = host_dir / "kr-ar-tp1", host_dir / "kr-dflash-tp1"
+
+    # 1. start, SIGKILL the playbook (and its workers) once kr-ar committed two points, mid-benchmark
+    log1 = (tmp_path / "run1.log").open("w")
+    proc = subprocess.Popen(
+        _cmd(results, _matrix()),
+        cwd=REPO,
+        env=_env(),
+        stdout=log1,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 400
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:
+            if len(list((ar / "points").glob("c*.json"))) >= 2:
+                break
+            time.sleep(0.1)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=60)
+        log1.close()
+    committed = sorted(p.stem for p in (ar / "points").glob("c*.json"))
+    assert committed, (tmp_path / "run1.log").read_text()[-3000:]
+    assert len(committed) < len(KEYS), "the kill came too late: every point was already measured"
+    assert not (ar / "record.json").exists() and not (dflash / "record.json").exists()
+    # a point whose request broke: same hash, outcome failed -> retried, its file moved aside
+    failed_key = committed[0]
+    doc = _read(ar / "points" / f"{failed_key}.json")
+    doc["outcome"], doc["error"] = "failed", "injected by the test"
+    (ar / "points" / f"{failed_key}.json").write_text(json.dumps(doc))
+    kept = {k: (ar / "points" / f"{k}.json").stat().st_mtime_ns for k in committed[1:]}
+
+    # 2. re-run the same campaign: completes it
+    rc2 = _run(results, _matrix(), tmp_path / "run2.log")
+    assert rc2 == 0, (tmp_path / "run2.log").read_text()[-4000:]
+    for d in (ar, dflash):
+        rec = _read(d / "record.json")
+        assert rec["outcome"] == "ok" and rec["simulated"] is True
+        assert sorted(p.stem for p in (d / "points").glob("*.json")) == KEYS
+        pts = [(p["point"], p["repeat"]) for p in rec["benchmark"]["points"]]
+        assert pts == [("c1", 0), ("c1", 1), ("c2", 0), ("c2", 1)]  # each point once, in order
+        rows = [json.loads(line) for line in (d / "requests.jsonl").read_text().splitlines()]
+        measured = [(r["point"], r["repeat"]) for r in rows if not r.get("warmup")]
+        for point in pts:  # every point's requests once: num_prompts rows, no duplicate request index
+            idx = [r["idx"] for r in rows if (r["point"], r["repeat"]) == point and not r.get("warmup")]
+            assert len(idx) == LOAD["num_prompts"] and len(set(idx)) == len(idx), (point, idx)
+        assert len(measured) == len(KEYS) * LOAD["num_prompts"]
+    res = _read(ar / "record.json")["benchmark"]["resume"]
+    assert sorted(res["reused"]) == sorted(kept) and failed_key in res["measured"] and res["missing"] == []
+    for k, mtime in kept.items():  # reused files are untouched
+        assert (ar / "points" / f"{k}.json").stat().st_mtime_ns == mtime
+    moved_failed = list((ar / "previous").glob(f"*-failed/points/{failed_key}.json"))
+    assert len(moved_failed) == 1 and _read(moved_failed[0])["error"] == "injected by the test"
+    assert _read(ar / "points" / f"{failed_key}.json")["outcome"] == "ok"
+    dflash_hash = _read(dflash / "record.json")["identity"]["hash"]
+    dflash_mtime = (dflash / "record.json").stat().st_mtime_ns
+    dflash_invocation = _invocation_id("sglang-kr-dflash-tp1.service")
+
+    # 3. a changed config (another --context-length, so another hash) is measured again, never reused
+    old_hash = _read(ar / "record.json")["identity"]["hash"]
+    rc3 = _run(results, _matrix(ar_context=16384), tmp_path / "run3.log")
+    assert rc3 == 0, (tmp_path / "run3.log").read_text()[-4000:]
+    rec = _read(ar / "record.json")
+    assert rec["identity"]["hash"] != old_hash and "16384" in rec["argv"]
+    assert (
+        sorted(rec["benchmark"]["resume"]["measured"]) == KEYS and rec["benchmark"]["resume"]["reused"] == []
+    )
+    stale = list((ar / "previous").glob("*-stale"))
+    assert len(stale) == 1 and (stale[0] / "record.json").is_file()
+    assert sorted(p.stem for p in (stale[0] / "points").glob("*.json")) == KEYS
+    # the unchanged config was reused as it was: same record, its server not started again
+    assert (dflash / "record.json").stat().st_mtime_ns == dflash_mtime
+    assert _read(dflash / "record.json")["identity"]["hash"] == dflash_hash
+    assert dflash_invocation and _invocation_id("sglang-kr-dflash-tp1.service") == dflash_invocation
+    assert "reused the completed attempt" in (tmp_path / "run3.log").read_text()

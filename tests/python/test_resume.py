@@ -1,0 +1,161 @@
+"""sglbench.resume: identity hashes, expected points, the resume plan and atomic point commits."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from sglbench import resume
+
+
+def _parts(**over: object) -> dict[str, object]:
+    parts: dict[str, object] = {
+        "argv": ["python3", "-m", "sglang.launch_server", "--model-path", "/models/m", "--tp-size", "1"],
+        "environment": {"SGLANG_ENABLE_SPEC_V2": "1", "HF_TOKEN": "secret-token"},
+        "sglang": {"version": "0.5.1", "accounting": "B"},
+        "models": {"model": {"files": {"config.json": "aa"}}, "draft": None},
+        "prompts": [{"id": "p1", "prompt": "hi"}],
+        "load": {"max_new_tokens": 32, "repeats": 2},
+    }
+    parts.update(over)
+    return parts
+
+
+def test_identity_is_stable_and_covers_every_defining_input() -> None:
+    base = resume.attempt_identity(_parts())
+    assert base == resume.attempt_identity(dict(reversed(list(_parts().items()))))  # key order is irrelevant
+    changed = {
+        "argv": _parts(argv=["python3", "--model-path", "/models/m", "--tp-size", "2"]),
+        "env value": _parts(environment={"SGLANG_ENABLE_SPEC_V2": "0", "HF_TOKEN": "secret-token"}),
+        "sglang version": _parts(sglang={"version": "0.5.2", "accounting": "B"}),
+        "accounting": _parts(sglang={"version": "0.5.1", "accounting": "C"}),
+        "model": _parts(models={"model": {"files": {"config.json": "bb"}}, "draft": None}),
+        "prompt text": _parts(prompts=[{"id": "p1", "prompt": "hello"}]),
+        "load": _parts(load={"max_new_tokens": 64, "repeats": 2}),
+    }
+    for what, parts in changed.items():
+        assert resume.attempt_identity(parts)["hash"] != base["hash"], what
+
+
+def test_identity_document_keeps_no_secret_and_no_prompt_text() -> None:
+    doc = resume.attempt_identity(_parts())["doc"]
+    text = json.dumps(doc)
+    assert "secret-token" not in text and "hi" not in json.dumps(doc["prompts"])
+    assert doc["prompts"]["count"] == 1 and len(doc["environment"]["HF_TOKEN"]) == 64
+
+
+def test_expected_points_ladder_capped_by_server_and_user() -> None:
+    pts = resume.expected_points("h", {"repeats": 2, "seed": 10}, 6)
+    assert [p["key"] for p in pts] == ["c1-r0", "c1-r1", "c2-r0", "c2-r1", "c4-r0", "c4-r1", "c6-r0", "c6-r1"]
+    assert [p["seed"] for p in pts[:2]] == [10, 11]
+    assert [p["key"] for p in resume.expected_points("h", {"max_concurrency": 2}, 6)] == ["c1-r0", "c2-r0"]
+    assert [p["key"] for p in resume.expected_points("h", {}, None)][-1] == "c64-r0"
+    rate = resume.expected_points("h", {"request_rate": [2.5], "concurrency": [8]}, 4)
+    assert [p["key"] for p in rate] == ["r2.5-c8-r0"]
+    # the hash depends on the attempt and on the point
+    a, b = resume.expected_points("h1", {}, 1), resume.expected_points("h2", {}, 1)
+    assert a[0]["hash"] != b[0]["hash"]
+    with pytest.raises(resume.ResumeError, match="one cap"):
+        resume.expected_points("h", {"request_rate": [1.0], "concurrency": [1, 2]}, None)
+
+
+def _commit(d: Path, point: dict, outcome: str = "ok") -> None:
+    resume.commit_point(
+        str(d),
+        point,
+        outcome=outcome,
+        summary={
+            "point": point["point"],
+            "repeat": 0,
+            "n_ok": 1,
+            "output_throughput_tok_s": 10.0,
+            "valid": True,
+        },
+        meta={"simulated": True},
+        records=[{"point": point["point"], "repeat": point["repeat"], "end_s": 1.0}],
+    )
+
+
+def test_plan_keeps_done_points_and_moves_the_rest_aside(tmp_path: Path) -> None:
+    exp = resume.expected_points("h", {"concurrency": [1, 2], "repeats": 2}, None)
+    _commit(tmp_path, exp[0])  # done
+    _commit(tmp_path, exp[1], outcome="failed")  # failed -> retried
+    stale = dict(exp[2], hash="other")
+    _commit(tmp_path, stale)  # another config's hash -> never reused
+    (tmp_path / "points" / "c2-r1.requests.jsonl").write_text("{}\n")  # rows without their point file
+    (tmp_path / ".incoming").mkdir()
+    (tmp_path / ".incoming" / "x.jsonl").write_text("partial")
+    plan = resume.plan_points(str(tmp_path), exp, now=0)
+    assert plan["done"] == ["c1-r0"]
+    assert [p["key"] for p in plan["todo"]] == ["c1-r1", "c2-r0", "c2-r1"]
+    reasons = {(m["file"], m["reason"]) for m in plan["moved"]}
+    assert ("points/c1-r1.json", "failed") in reasons and ("points/c2-r0.json", "stale") in reasons
+    assert ("points/c2-r1.requests.jsonl", "partial") in reasons and (
+        ".incoming/x.jsonl",
+        "partial",
+    ) in reasons
+    for m in plan["moved"]:  # moved, not deleted
+        assert (tmp_path / m["to"]).is_file() and m["to"].startswith("previous/19700101T000000Z-")
+    assert sorted(p.name for p in (tmp_path / "points").iterdir()) == ["c1-r0.json", "c1-r0.requests.jsonl"]
+
+
+def test_fresh_moves_every_point_aside(tmp_path: Path) -> None:
+    exp = resume.expected_points("h", {"concurrency": [1]}, None)
+    _commit(tmp_path, exp[0])
+    plan = resume.plan_points(str(tmp_path), exp, fresh=True, now=0)
+    assert plan["done"] == [] and {m["reason"] for m in plan["moved"]} == {"fresh"}
+
+
+def test_assemble_orders_points_and_writes_requests(tmp_path: Path) -> None:
+    exp = resume.expected_points("h", {"concurrency": [1, 2], "repeats": 2}, None)
+    for p in reversed(exp[:3]):
+        _commit(tmp_path, p)
+    bench = resume.assemble_benchmark(str(tmp_path), exp, prompt_set="math", identity_hash="h", ran=["c2-r0"])
+    assert bench is not None and bench["schema"] == "sglbench.bench/1" and bench["simulated"] is True
+    assert [(p["point"], p["repeat"]) for p in bench["points"]] == [("c1", 0), ("c1", 1), ("c2", 0)]
+    assert [a["point"] for a in bench["aggregates"]] == ["c1", "c2"]
+    assert bench["resume"]["measured"] == ["c2-r0"] and bench["resume"]["missing"] == ["c2-r1"]
+    rows = (tmp_path / "requests.jsonl").read_text().splitlines()
+    assert [json.loads(r)["repeat"] for r in rows] == [0, 1, 0]
+
+
+def _record(d: Path, outcome: str, h: str, points: list) -> None:
+    (d / "record.json").write_text(
+        json.dumps({"outcome": outcome, "identity": {"hash": h}, "resume": {"points": points}})
+    )
+    (d / "journal.log").write_text("log")
+
+
+def test_prepare_reuses_only_a_complete_attempt_with_the_same_hash(tmp_path: Path) -> None:
+    exp = resume.expected_points("h", {"concurrency": [1]}, None)
+    _commit(tmp_path, exp[0])
+    _record(tmp_path, "ok", "h", exp)
+    assert resume.prepare_attempt(str(tmp_path), "h", now=0)["complete"] is True
+    assert (tmp_path / "record.json").is_file()
+    out = resume.prepare_attempt(str(tmp_path), "h2", now=0)
+    assert out["complete"] is False and not (tmp_path / "record.json").exists()
+    assert (tmp_path / "previous" / "19700101T000000Z-stale" / "record.json").is_file()
+    assert (tmp_path / "previous" / "19700101T000000Z-stale" / "journal.log").is_file()
+
+
+def test_prepare_moves_a_failed_record_aside_and_keeps_its_points(tmp_path: Path) -> None:
+    exp = resume.expected_points("h", {"concurrency": [1]}, None)
+    _commit(tmp_path, exp[0])
+    _record(tmp_path, "failed", "h", exp)
+    out = resume.prepare_attempt(str(tmp_path), "h", now=0)
+    assert out["complete"] is False and out["previous"]["outcome"] == "failed"
+    assert (tmp_path / "previous" / "19700101T000000Z-failed" / "record.json").is_file()
+    assert (tmp_path / "points" / "c1-r0.json").is_file()
+    # a second move in the same second gets its own directory
+    _record(tmp_path, "failed", "h", exp)
+    resume.prepare_attempt(str(tmp_path), "h", now=0)
+    assert (tmp_path / "previous" / "19700101T000000Z-failed-2" / "record.json").is_file()
+
+
+def test_commit_rejects_bad_outcome_and_key(tmp_path: Path) -> None:
+    with pytest.raises(resume.ResumeError, match="outcome"):
+        resume.commit_point(str(tmp_path), {"key": "c1-r0"}, outcome="maybe")
+    with pytest.raises(resume.ResumeError, match="plain name"):
+        resume.commit_point(str(tmp_path), {"key": "../x"}, outcome="ok")
