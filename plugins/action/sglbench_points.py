@@ -44,6 +44,7 @@ class ActionModule(ActionBase):
             "records",
             "prompt_set",
             "ran",
+            "stamp",
         )
     )
 
@@ -66,7 +67,7 @@ class ActionModule(ActionBase):
                     a.get("load") or {},
                     _int_or_none(a.get("server_max_running_requests")),
                 )
-                out = resume.plan_points(directory, expected, fresh=fresh)
+                out = resume.plan_points(directory, expected, fresh=fresh, stamp=a.get("stamp") or None)
                 return {**result, "changed": bool(out["moved"]), "expected": expected, **out}
             if op == "commit":
                 point = a.get("point")

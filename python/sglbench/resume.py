@@ -176,6 +176,19 @@ def utc_stamp(now: float | None = None) -> str:
     return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(time.time() if now is None else now))
 
 
+def new_stamp(attempt_dir: str, now: float | None = None) -> str:
+    """A UTC stamp no earlier move of this attempt used (``...Z``, then ``...Z.2``, ...), so two re-runs
+    within one second never share a ``previous/`` directory. One re-run uses one stamp for all its moves."""
+    base = utc_stamp(now)
+    pdir = os.path.join(attempt_dir, PREVIOUS_DIR)
+    taken = os.listdir(pdir) if os.path.isdir(pdir) else []
+    stamp, n = base, 1
+    while any(name.startswith(stamp + "-") for name in taken):
+        n += 1
+        stamp = f"{base}.{n}"
+    return stamp
+
+
 class _Mover:
     """Moves files into ``<attempt>/previous/<stamp>-<reason>/<same relative path>``; never deletes."""
 
@@ -183,23 +196,12 @@ class _Mover:
         self.attempt_dir = attempt_dir
         self.stamp = stamp
         self.moved: list[dict[str, str]] = []
-        self._dirs: dict[str, str] = {}
-
-    def _dir_for(self, reason: str) -> str:
-        if reason not in self._dirs:
-            base = os.path.join(self.attempt_dir, PREVIOUS_DIR, f"{self.stamp}-{reason}")
-            d, n = base, 1
-            while os.path.exists(d):  # two re-runs within one second never share a directory
-                n += 1
-                d = f"{base}-{n}"
-            self._dirs[reason] = d
-        return self._dirs[reason]
 
     def move(self, rel: str, reason: str) -> None:
         src = os.path.join(self.attempt_dir, rel)
         if not os.path.lexists(src):
             return
-        dst = os.path.join(self._dir_for(reason), rel)
+        dst = os.path.join(self.attempt_dir, PREVIOUS_DIR, f"{self.stamp}-{reason}", rel)
         os.makedirs(os.path.dirname(dst), exist_ok=True)
         os.replace(src, dst)
         self.moved.append({"file": rel, "to": os.path.relpath(dst, self.attempt_dir), "reason": reason})
@@ -230,14 +232,14 @@ def prepare_attempt(
     stay for :func:`plan_points`, which checks them one by one.
     """
     record = _read_json(os.path.join(attempt_dir, "record.json"))
-    mover = _Mover(attempt_dir, utc_stamp(now))
+    mover = _Mover(attempt_dir, new_stamp(attempt_dir, now))
     if not isinstance(record, dict):
         reason = "partial"
         if os.path.exists(os.path.join(attempt_dir, "record.json")):
             reason = "corrupt"
         for name in ATTEMPT_FILES:
             mover.move(name, reason)
-        return {"complete": False, "previous": None, "moved": mover.moved}
+        return {"complete": False, "previous": None, "moved": mover.moved, "stamp": mover.stamp}
     identity = record.get("identity") if isinstance(record.get("identity"), dict) else {}
     resume = record.get("resume") if isinstance(record.get("resume"), dict) else {}
     rec_hash = identity.get("hash")
@@ -251,7 +253,7 @@ def prepare_attempt(
     )
     previous = {"outcome": record.get("outcome"), "identity_hash": rec_hash}
     if complete:
-        return {"complete": True, "previous": previous, "moved": [], "points": listed}
+        return {"complete": True, "previous": previous, "moved": [], "points": listed, "stamp": mover.stamp}
     if fresh:
         reason = "fresh"
     elif identity_hash and rec_hash != identity_hash:
@@ -262,21 +264,26 @@ def prepare_attempt(
         reason = str(record.get("outcome") or "unknown")
     for name in ATTEMPT_FILES:
         mover.move(name, reason)
-    return {"complete": False, "previous": previous, "moved": mover.moved}
+    return {"complete": False, "previous": previous, "moved": mover.moved, "stamp": mover.stamp}
 
 
 def plan_points(
-    attempt_dir: str, expected: Iterable[Mapping[str, Any]], *, fresh: bool = False, now: float | None = None
+    attempt_dir: str,
+    expected: Iterable[Mapping[str, Any]],
+    *,
+    fresh: bool = False,
+    now: float | None = None,
+    stamp: str | None = None,
 ) -> dict[str, Any]:
     """Which expected points are done (kept) and which to run; move everything else aside.
 
     Moved aside (never deleted), by reason: ``fresh`` (asked for), ``failed`` (point outcome not ok),
     ``stale`` (hash differs: another config, SGLang, model, prompt set or load), ``unexpected`` (a key the
     attempt no longer has), ``corrupt`` (unreadable), ``partial`` (request rows without their point file,
-    fetches left in ``.incoming``).
+    fetches left in ``.incoming``). ``stamp``: the one :func:`prepare_attempt` chose for this re-run.
     """
     exp = {str(p["key"]): dict(p) for p in expected}
-    mover = _Mover(attempt_dir, utc_stamp(now))
+    mover = _Mover(attempt_dir, stamp or new_stamp(attempt_dir, now))
     pdir = os.path.join(attempt_dir, POINTS_DIR)
     kept: set[str] = set()
     names = sorted(os.listdir(pdir)) if os.path.isdir(pdir) else []

@@ -151,7 +151,7 @@ def test_prepare_moves_a_failed_record_aside_and_keeps_its_points(tmp_path: Path
     # a second move in the same second gets its own directory
     _record(tmp_path, "failed", "h", exp)
     resume.prepare_attempt(str(tmp_path), "h", now=0)
-    assert (tmp_path / "previous" / "19700101T000000Z-failed-2" / "record.json").is_file()
+    assert (tmp_path / "previous" / "19700101T000000Z.2-failed" / "record.json").is_file()
 
 
 def test_commit_rejects_bad_outcome_and_key(tmp_path: Path) -> None:
@@ -159,3 +159,15 @@ def test_commit_rejects_bad_outcome_and_key(tmp_path: Path) -> None:
         resume.commit_point(str(tmp_path), {"key": "c1-r0"}, outcome="maybe")
     with pytest.raises(resume.ResumeError, match="plain name"):
         resume.commit_point(str(tmp_path), {"key": "../x"}, outcome="ok")
+
+
+def test_one_rerun_moves_into_one_directory_per_reason(tmp_path: Path) -> None:
+    exp = resume.expected_points("h", {"concurrency": [1]}, None)
+    _commit(tmp_path, exp[0])
+    _record(tmp_path, "ok", "h", exp)
+    new = resume.expected_points("h2", {"concurrency": [1]}, None)
+    prep = resume.prepare_attempt(str(tmp_path), "h2", now=0)
+    resume.plan_points(str(tmp_path), new, now=5, stamp=prep["stamp"])
+    assert [p.name for p in (tmp_path / "previous").iterdir()] == ["19700101T000000Z-stale"]
+    stale = tmp_path / "previous" / "19700101T000000Z-stale"
+    assert (stale / "record.json").is_file() and (stale / "points" / "c1-r0.json").is_file()

@@ -1,0 +1,46 @@
+"""plugins/filter/sglbench_resume.py: identity hash and prompt records as the playbook sees them."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+from ansible.errors import AnsibleFilterError
+
+REPO = Path(__file__).resolve().parents[3]
+_spec = importlib.util.spec_from_file_location(
+    "sglbench_resume_filter", REPO / "plugins/filter/sglbench_resume.py"
+)
+assert _spec is not None and _spec.loader is not None
+flt = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(flt)
+
+
+def test_filters_are_registered() -> None:
+    assert set(flt.FilterModule().filters()) == {"sglbench_attempt_identity", "sglbench_prompt_records"}
+
+
+def test_prompt_records_mix_shipped_sets_and_files(tmp_path: Path) -> None:
+    own = tmp_path / "mine.jsonl"
+    own.write_text('# comment\n{"id": "x1", "prompt": "hello"}\n')
+    recs = flt.sglbench_prompt_records(["math", str(own)])
+    cats = {r["category"] for r in recs}
+    assert "math" in cats and recs[-1] == {"id": "x1", "category": "user", "prompt": "hello"}
+    synth = flt.sglbench_prompt_records("synthetic:8")
+    assert all(len(r["input_ids"]) == 8 for r in synth)
+
+
+def test_prompt_records_name_the_bad_set() -> None:
+    with pytest.raises(AnsibleFilterError, match="nope"):
+        flt.sglbench_prompt_records(["math", "nope"])
+    with pytest.raises(AnsibleFilterError, match="no prompt set"):
+        flt.sglbench_prompt_records([])
+
+
+def test_identity_changes_with_the_prompts() -> None:
+    a = flt.sglbench_attempt_identity({"prompts": flt.sglbench_prompt_records(["math"])})
+    b = flt.sglbench_attempt_identity({"prompts": flt.sglbench_prompt_records(["code"])})
+    assert a["hash"] != b["hash"] and a["doc"]["prompts"]["count"] > 0
+    with pytest.raises(AnsibleFilterError, match="mapping"):
+        flt.sglbench_attempt_identity(["not", "a", "mapping"])
