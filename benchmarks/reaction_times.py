@@ -53,6 +53,7 @@ def run_once(container: str, scale: str, results: Path, run_id: str) -> list[dic
         "ansible_host": container,
         "sglbench_matrix": MATRIX,
         "sglbench_policy": "force",
+        "sglbench_bench": {"enabled": False},
         "sglbench_results_dir": str(results),
         "sglbench_unit_environment": {"SGLBENCH_SIM_TIME_SCALE": scale},
     }
