@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -268,3 +269,92 @@ def test_force_without_a_plan_still_starts(monkeypatch: pytest.MonkeyPatch, host
     host.probe_rc = 1
     r = run_module(monkeypatch, {"argv": MISSION_ARGV, "gpus": [0], "policy": "force"}).result
     assert r["action"] == "start" and r["plan"] is None and "cannot import sglang" in r["error"]
+
+
+# --- against the real stand-in: real SGLang probe (the sim shim), real nvidia-smi stand-in, real start ---
+
+sys.path.insert(0, str(REPO / "tests" / "python" / "sim"))
+import sim_harness  # noqa: E402
+
+SHIM = REPO / "python" / "sglbench" / "sim" / "sglang_shim"
+
+
+@pytest.fixture
+def sim_host(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, str]:
+    """This process as a sim host: the shim is `sglang`, nvidia-smi is the stand-in's, one state dir."""
+    state = tmp_path / "state"
+    env = sim_harness.sim_env(state)
+    env["PYTHONPATH"] = f"{SHIM}{os.pathsep}{env['PYTHONPATH']}"
+    for key in ("PYTHONPATH", "SGLBENCH_SIM_STATE_DIR", "SGLBENCH_SIM_TIME_SCALE"):
+        monkeypatch.setenv(key, env[key])
+
+    def exit_json(self: Any, **kwargs: Any) -> None:
+        raise Exit("exit", kwargs)
+
+    def fail_json(self: Any, **kwargs: Any) -> None:
+        raise Exit("fail", kwargs)
+
+    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
+    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
+    return env
+
+
+def sim_plan(
+    monkeypatch: pytest.MonkeyPatch, flags: list[str], gpus: list[int], **opts: Any
+) -> dict[str, Any]:
+    args = {
+        "argv": [sys.executable, "-m", "sglang.launch_server", *flags],
+        "gpus": gpus,
+        "nvidia_smi": str(sim_harness.NVIDIA_SMI),
+        **opts,
+    }
+    out = run_module(monkeypatch, args)
+    assert out.kind == "exit", out.result
+    return out.result
+
+
+@pytest.mark.parametrize("variant", ["", "B"])
+def test_plan_on_a_sim_host_equals_what_the_stand_in_allocates(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, sim_host: dict[str, str], variant: str
+) -> None:
+    flags = [w if w != "8" else "4" for w in MISSION_ARGV[3:]]  # the seed's working service
+    del flags[flags.index("--port") : flags.index("--port") + 2]  # the harness picks a free port
+    unit_env = {"SGLBENCH_SIM_ACCOUNTING": variant} if variant else {}
+    r = sim_plan(monkeypatch, flags, [0], environment=unit_env)
+    assert r["action"] == "start" and r["plan"]["fits"]
+    assert r["inputs"]["sglang"]["accounting"] == (variant or "A")
+    assert r["inputs"]["sglang"]["accounting_source"] == ("sglbench_marker" if variant else "version")
+    sim = sim_harness.launch(
+        tmp_path / "run", flags, env={**sim_host, **unit_env, "CUDA_VISIBLE_DEVICES": "0"}
+    )
+    try:
+        status, info = sim.json("/server_info")
+    finally:
+        sim.stop()
+    assert status == 200
+    state = info["internal_states"][0]  # type: ignore[index]
+    assert info["max_total_num_tokens"] == r["plan"]["max_total_num_tokens"]  # type: ignore[index]
+    assert state["effective_max_running_requests_per_dp"] == r["plan"]["max_running_requests"]
+
+
+def test_memory_of_a_running_stand_in_is_reclaimable(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, sim_host: dict[str, str]
+) -> None:
+    # a leftover server on GPU 0, started like a unit (python -m sglang.launch_server)
+    leftover = sim_harness.launch(
+        tmp_path / "left",
+        ["--model-path", str(MODELS / "qwen3-8b")],
+        env={**sim_host, "CUDA_VISIBLE_DEVICES": "0"},
+        module="sglang.launch_server",
+    )
+    try:
+        flags = ["--model-path", str(MODELS / "qwen3-8b")]
+        counted = sim_plan(monkeypatch, flags, [0])
+        ignored = sim_plan(monkeypatch, flags, [0], reclaim_match="")
+    finally:
+        leftover.stop()
+    held = counted["inputs"]["reclaimable_mib"][0]
+    assert held > 0 and counted["inputs"]["used_mib"][0] == held
+    assert counted["inputs"]["free_gib"] == pytest.approx(97887 / 1024 - 1.35, abs=1e-3)
+    assert ignored["inputs"]["free_gib"] == pytest.approx((97887 - held) / 1024 - 1.35, abs=1e-3)
+    assert "sglang.launch_server" in counted["inputs"]["reclaimed_from"][0]
