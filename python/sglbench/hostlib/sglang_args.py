@@ -150,7 +150,9 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--speculative-draft-attention-backend", dest="speculative_draft_attention_backend", default=None)
     add("--speculative-accept-threshold-single", dest="speculative_accept_threshold_single", type=float,
         default=1.0)
-    add("--speculative-accept-threshold-acc", dest="speculative_accept_threshold_acc", type=float, default=1.0)
+    add(
+        "--speculative-accept-threshold-acc", dest="speculative_accept_threshold_acc", type=float, default=1.0
+    )
     add("--speculative-draft-model-quantization", dest="speculative_draft_model_quantization", default=None)
 
 
@@ -187,7 +189,8 @@ def _check(ns: argparse.Namespace) -> None:
     block, draft = ns.speculative_dflash_block_size, ns.speculative_num_draft_tokens
     if algo in ("DFLASH", "DDTREE") and block is not None and draft is not None and block != draft:
         raise SglangArgsError(
-            f"--speculative-dflash-block-size ({block}) and --speculative-num-draft-tokens ({draft}) must match"
+            f"--speculative-dflash-block-size ({block}) and --speculative-num-draft-tokens ({draft}) "
+            "must match"
         )
 
 

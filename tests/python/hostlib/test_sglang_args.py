@@ -59,9 +59,8 @@ def test_exiting_parser_behaves_like_argparse(tmp_path) -> None:
         "from sglbench.hostlib.sglang_args import parse_launch_args;"
         "parse_launch_args(['--model-path', 'm', '--bogus-flag', '1'])"
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env={"PYTHONPATH": "python"}, check=False
-    )
+    env = {"PYTHONPATH": "python"}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=False)
     assert proc.returncode == 2
     assert "--bogus-flag" in proc.stderr
 
@@ -89,4 +88,5 @@ def test_to_argv_round_trips_through_the_parser() -> None:
     )
     assert argv == ["--model-path", "/m", "--tp-size", "2", "--enable-metrics", "--cuda-graph-bs", "1", "2"]
     ns = parse_launch_args_or_raise(argv)
-    assert (ns.tp_size, ns.enable_metrics, ns.disable_cuda_graph, ns.cuda_graph_bs) == (2, True, False, [1, 2])
+    got = (ns.tp_size, ns.enable_metrics, ns.disable_cuda_graph, ns.cuda_graph_bs)
+    assert got == (2, True, False, [1, 2])
