@@ -108,3 +108,28 @@ def test_failures_name_the_url_and_the_problem(run_module):
         {"url": "http://127.0.0.1:9", "prompts": ["x"], "concurrency": [1, 2], "request_rate": [1.0]},
     )
     assert done.failed and "single in-flight cap" in done.result["msg"]
+
+
+def test_one_repeat_per_call_returns_its_rows(run_module, server):
+    """The cycle's per-point call: repeats=1 from first_repeat, rows in the result, no host file."""
+    done = run_module(
+        sglbench_prompt_bench,
+        {
+            "url": server.url,
+            "prompts": ["hello", "world"],
+            "concurrency": [1],
+            "num_prompts": 2,
+            "max_new_tokens": 4,
+            "repeats": 1,
+            "first_repeat": 1,
+            "seed": 5,
+            "warmup": 0,
+            "return_records": True,
+        },
+    )
+    assert not done.failed, done.result
+    point = done.result["summary"]["points"][0]
+    assert (point["repeat"], point["seed"]) == (1, 6)
+    rows = done.result["records"]
+    assert len(rows) == done.result["n_records"] == 2 and {r["repeat"] for r in rows} == {1}
+    assert done.result["records_path"] is None

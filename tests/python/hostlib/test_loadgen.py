@@ -282,3 +282,34 @@ def test_burst_rate_inf_is_all_at_once_and_json_safe():
     assert sum(1 for r in pr.records if r.ready_s > r.scheduled_s) >= 4
     loadgen.dumps_compact(loadgen.campaign_summary(result))
     loadgen.dumps_compact(loadgen.record_rows(result))
+
+
+def test_first_repeat_labels_and_seeds_like_the_full_campaign():
+    """One repeat per call (the playbook's points) gives the same repeat index, seed and prompts."""
+    with nullserver.NullServerThread(nullserver.NullServerConfig()) as srv:
+
+        def run(repeats, first):
+            spec = loadgen.BenchSpec(
+                url=srv.url,
+                prompts=prompts.synthetic_prompts(5, 4, 0),
+                points=[loadgen.LoadPoint(concurrency=1)],
+                num_prompts=3,
+                repeats=repeats,
+                first_repeat=first,
+                seed=7,
+                warmup=0,
+                sampling=loadgen.SamplingSpec(max_new_tokens=2),
+            )
+            return loadgen.record_rows(loadgen.run_campaign(spec))
+
+        full = [r for r in run(2, 0) if r["repeat"] == 1]
+        one = run(1, 1)
+    assert {(r["repeat"], r["seed"]) for r in one} == {(1, 8)}
+    assert [r["prompt_id"] for r in one] == [r["prompt_id"] for r in full]
+    with pytest.raises(loadgen.LoadgenError, match="first_repeat"):
+        loadgen.BenchSpec(
+            url="http://127.0.0.1:1",
+            prompts=prompts.synthetic_prompts(1, 4, 0),
+            points=[loadgen.LoadPoint(concurrency=1)],
+            first_repeat=-1,
+        ).validate()
