@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The embedded default: run the campaign's TP1 phase on the sim host container and show the result.
 #   1. start the sim host (real systemd + the SGLang stand-in) from the image `make image` built
-#   2. ansible-playbook bench.yml -i inventory/sim -e tp=1   (plan -> stop -> start -> health -> probe -> bench -> stop)
+#   2. ansible-playbook bench.yml -i inventory/sim -e tp=1   (plan -> stop -> start -> health -> probe -> bench -> stop),
+#      then TP8 of the 27B baseline and DFlash in the same run (TP scaling; SGLBENCH_DEMO_TP_SCALING=0 skips it)
 #   3. print the per-config table and write the HTML report
 # Everything here is SIMULATED: no GPU is involved.
 set -euo pipefail
@@ -19,6 +20,13 @@ set +e
 ansible-playbook bench.yml -i inventory/sim -e tp=1 -e sglbench_run_id="$run_id" \
   -e sglbench_results_dir="$results"
 playbook_rc=$?
+# TP scaling: TP8 of the 27B baseline and DFlash, added to the same run.
+if [ "${SGLBENCH_DEMO_TP_SCALING:-1}" != 0 ]; then
+  echo "== ansible-playbook bench.yml -i inventory/sim -e tp=8, configs qwen27b-ar + qwen27b-dflash   (run $run_id)"
+  ansible-playbook bench.yml -i inventory/sim -e tp=8 -e sglbench_run_id="$run_id" \
+    -e sglbench_results_dir="$results" -e '{"sglang_cycle_configs": ["qwen27b-ar", "qwen27b-dflash"]}'
+  rc=$?; [ "$playbook_rc" -ne 0 ] || playbook_rc=$rc
+fi
 set -e
 
 echo
