@@ -1,7 +1,8 @@
 """Kill-and-resume on the sim host: SIGKILL ansible-playbook mid-benchmark, re-run, nothing lost or doubled.
 
-Starts its own sim host container (``SGLBENCH_SIMHOST_NAME``, never ``sglbench-simhost`` which
-``make demo`` uses) from ``$SGLBENCH_SIMHOST_IMAGE``, with a two-config matrix and a tiny load:
+Starts its own sim host container (``SGLBENCH_SIMHOST_NAME`` = sglbench-simhost-killresume-<pid>, never
+``sglbench-simhost`` which ``make demo`` uses) from ``$SGLBENCH_SIMHOST_IMAGE``, with a two-config
+matrix and a tiny load:
 
 1. run 1 is killed (SIGKILL of the whole ansible-playbook process group) once the first config has
    committed two points; one committed point is then marked failed, as a point whose request broke would be;
@@ -26,7 +27,7 @@ from typing import Any
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-SIM_NAME = "sglbench-simhost-killresume"
+SIM_NAME = f"sglbench-simhost-killresume-{os.getpid()}"  # two test runs never share a container
 RUN_ID = "killresume"
 CONFIGS = ("kr-ar", "kr-dflash")
 LOAD = {"prompt_sets": ["math", "chat"], "concurrency": [1, 2], "repeats": 2, "num_prompts": 4}
