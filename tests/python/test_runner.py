@@ -269,7 +269,8 @@ def test_cli_end_to_end_with_fake_runner(
 
 
 # -- one real run against the sim host ------------------------------------------------------------------
-SIM_NAME = "sglbench-simhost-runtest"
+# One container per test process, so concurrent test runs never remove each other's sim host.
+SIM_NAME = f"sglbench-simhost-runtest-{os.getpid()}"
 
 
 @pytest.mark.simhost
@@ -288,8 +289,7 @@ def test_real_run_against_the_sim_host(tmp_path: Path) -> None:
         timeout=300,
         check=False,
     )
-    if up.returncode != 0:
-        pytest.skip(f"could not start the sim host container: {up.stderr.strip()[-300:]}")
+    assert up.returncode == 0, f"could not start the sim host {SIM_NAME}: {up.stderr.strip()[-600:]}"
     try:
         proc = subprocess.run(
             [
