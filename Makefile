@@ -43,9 +43,9 @@ setup: venv image
 test: setup
 	SGLBENCH_SIMHOST_IMAGE="$$(tail -n 1 build/simhost-image.txt)" $(BIN)/python -m pytest
 
-# Everything except Molecule (seconds, no containers).
+# Everything except Molecule and the sim-host tests (no containers).
 test-fast: venv
-	$(BIN)/python -m pytest -m "not molecule"
+	$(BIN)/python -m pytest -m "not molecule and not simhost"
 
 lint: venv
 	$(BIN)/python -m pytest -m lint
