@@ -225,6 +225,19 @@ class Benchmark:
     meta: dict[str, Any] = field(default_factory=dict)
     missing: list[str] = field(default_factory=list)  # expected points without a result (resume block)
 
+    @property
+    def sim_time_scale(self) -> float | None:
+        """The stand-in's ``SGLBENCH_SIM_TIME_SCALE`` during this benchmark (None: not the stand-in).
+
+        The stand-in reports it in ``/server_info`` (``sglbench_sim.time_scale``); 0.01 means its
+        startup and token timing ran a hundred times faster than the real server would.
+        """
+        sim = (self.meta.get("server_info") or {}).get("sglbench_sim") or {}
+        scale = sim.get("time_scale") if isinstance(sim, dict) else None
+        if isinstance(scale, (int, float)) and not isinstance(scale, bool) and scale > 0:
+            return float(scale)
+        return None
+
 
 @dataclass(frozen=True)
 class AttemptRecord:

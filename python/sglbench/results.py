@@ -136,13 +136,26 @@ def attempt_row(rec: AttemptRecord) -> dict[str, Any]:
     return row
 
 
+def _real_time(value: float | None, scale: float | None, kind: str) -> float | None:
+    """Undo the stand-in's time scale: rates x scale, durations / scale (None passes through)."""
+    if value is None or scale is None:
+        return value
+    return value * scale if kind == "rate" else value / scale
+
+
 def point_rows(rec: AttemptRecord) -> list[dict[str, Any]]:
+    """Benchmark points. Against a time-scaled stand-in, rates and latencies are given at real-world
+    time (measured rate x time scale, measured latency / time scale), ``sim_time_scale`` says by how
+    much; the client's own overhead is scaled too, so these are the stand-in's model, not a measurement.
+    """
     rows = []
     keys = _attempt_keys(rec)
     for b in rec.benchmarks:
+        scale = b.sim_time_scale
         for p in b.points:
             row = dict(keys)
             row["simulated"] = keys["simulated"] or b.simulated
+            row["sim_time_scale"] = scale
             row.update(
                 prompt_set=b.prompt_set,
                 point=p.point,
@@ -150,9 +163,9 @@ def point_rows(rec: AttemptRecord) -> list[dict[str, Any]]:
                 request_rate=p.request_rate,
                 repeat=p.repeat,
                 seed=p.seed,
-                output_throughput_tok_s=p.output_throughput_tok_s,
-                request_throughput=p.request_throughput,
-                duration_s=p.duration_s,
+                output_throughput_tok_s=_real_time(p.output_throughput_tok_s, scale, "rate"),
+                request_throughput=_real_time(p.request_throughput, scale, "rate"),
+                duration_s=_real_time(p.duration_s, scale, "time"),
                 total_output_tokens=p.total_output_tokens,
                 n_ok=p.n_ok,
                 n_err=p.n_err,
@@ -163,7 +176,7 @@ def point_rows(rec: AttemptRecord) -> list[dict[str, Any]]:
             for metric in LATENCY_METRICS:
                 dist = getattr(p, metric)
                 for stat in STATS:
-                    row[f"{metric}_{stat}"] = getattr(dist, stat)
+                    row[f"{metric}_{stat}"] = _real_time(getattr(dist, stat), scale, "time")
             rows.append(row)
     return rows
 
@@ -202,6 +215,7 @@ def request_rows(rec: AttemptRecord) -> list[dict[str, Any]]:
         return []
     keys = _attempt_keys(rec)
     prompt_set = rec.benchmarks[0].prompt_set if len(rec.benchmarks) == 1 else None
+    scale = rec.benchmarks[0].sim_time_scale if len(rec.benchmarks) == 1 else None
     out = []
     for raw in _read_request_rows(path):
         if raw.get("warmup"):
@@ -216,8 +230,11 @@ def request_rows(rec: AttemptRecord) -> list[dict[str, Any]]:
         sent, end = raw.get("sent_s"), raw.get("end_s")
         first = _first_token_time(raw.get("chunk_t"), raw.get("chunk_tokens"))
         row["ok"] = raw.get("error") is None and end is not None
-        row["ttft_ms"] = (first - sent) * 1000.0 if first is not None and sent is not None else None
-        row["e2e_ms"] = (end - sent) * 1000.0 if end is not None and sent is not None else None
+        ttft = (first - sent) * 1000.0 if first is not None and sent is not None else None
+        e2e = (end - sent) * 1000.0 if end is not None and sent is not None else None
+        row["sim_time_scale"] = scale
+        row["ttft_ms"] = _real_time(ttft, scale, "time")
+        row["e2e_ms"] = _real_time(e2e, scale, "time")
         verify, completion = raw.get("spec_verify_ct"), raw.get("completion_tokens")
         row["accept_length"] = completion / verify if verify and completion else None
         out.append(row)
@@ -257,6 +274,7 @@ ATTEMPT_COLUMNS = [
 POINT_COLUMNS = [
     *POINT_KEYS,
     "seed",
+    "sim_time_scale",
     "output_throughput_tok_s",
     "request_throughput",
     "duration_s",
@@ -275,6 +293,7 @@ REQUEST_COLUMNS = [
     "concurrency",
     "repeat",
     *REQUEST_FIELDS,
+    "sim_time_scale",
     "ok",
     "ttft_ms",
     "e2e_ms",

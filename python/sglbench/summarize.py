@@ -333,6 +333,14 @@ def to_markdown(table: pd.DataFrame, res: Results) -> str:
         "(seeded). Speedup: over the algorithm-none config on the same host, TP, model, prompt set and "
         "concurrency. Latencies: mean over repeats of each repeat's percentile.\n"
     )
+    scales = sorted(
+        {float(x) for x in res.points.get("sim_time_scale", pd.Series(dtype=float)).dropna().unique()}
+    )
+    if scales:
+        parts.append(
+            f"Stand-in time scale {', '.join(f'{x:g}' for x in scales)}: rates and latencies are shown at "
+            "real-world time (measured rate x scale, measured latency / scale).\n"
+        )
     for tp, grp in table.groupby("tp", sort=True):
         parts.append(f"## TP {tp}\n")
         parts.append(_md_table(display_rows(grp)))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import recordfactory as rf
 
@@ -199,3 +200,22 @@ def test_contract_with_the_load_generator_output(tmp_path: Path) -> None:
     assert res.requests["category"].notna().all() and res.requests["accept_length"].notna().all()
     t = summarize.summary_table(res)
     assert len(t) == 2 and t["tok_s_ci_low"].notna().all()
+
+
+def test_time_scaled_stand_in_results_are_given_at_real_world_time(tmp_path: Path) -> None:
+    """Against the stand-in at SGLBENCH_SIM_TIME_SCALE=0.01 everything ran 100x faster: rates are
+    multiplied by the scale and latencies divided by it, and the scale is kept in a column."""
+    scaled = rf.bench([rf.point(1, 0, 2000.0, duration_s=0.5, ttft=3.0, itl=0.4)])
+    scaled["meta"]["server_info"] = {"sglbench_sim": {"simulated": True, "time_scale": 0.01}}
+    rf.write(tmp_path, rf.record(config="scaled", benchmark=scaled))
+    rf.write(tmp_path, rf.record(config="unscaled", benchmark=rf.bench([rf.point(1, 0, 2000.0, ttft=3.0)])))
+    pts = results.load(tmp_path / "run1").points.set_index("config")
+    s = pts.loc["scaled"]
+    assert s.sim_time_scale == 0.01
+    assert s.output_throughput_tok_s == pytest.approx(20.0)
+    assert s.request_throughput == pytest.approx(10 / 0.5 * 0.01)
+    assert s.duration_s == pytest.approx(50.0)
+    assert s.ttft_ms_p50 == pytest.approx(300.0) and s.itl_ms_p99 == pytest.approx(80.0)
+    u = pts.loc["unscaled"]
+    assert pd.isna(u.sim_time_scale)
+    assert u.output_throughput_tok_s == 2000.0 and u.ttft_ms_p50 == 3.0
