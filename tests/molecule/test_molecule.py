@@ -8,6 +8,7 @@ without that variable the image is built here (scripts/simhost-image.sh, cached 
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -27,6 +28,8 @@ pytestmark = pytest.mark.molecule
 def _env() -> dict[str, str]:
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "NO_COLOR": "1"}
     env.pop("ANSIBLE_CONFIG", None)  # molecule writes its own
+    # Container names carry a per-checkout suffix: clones tested at the same time never collide.
+    env.setdefault("SGLBENCH_MOLECULE_ID", hashlib.sha1(str(REPO).encode()).hexdigest()[:8])
     if not env.get("CONTAINERS_CONF"):
         conf = subprocess.run(
             [str(REPO / "scripts/podman-env.sh")], capture_output=True, text=True, check=True
