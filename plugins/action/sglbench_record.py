@@ -8,11 +8,18 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
+import sys
+from pathlib import Path
 from typing import Any
 
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
+
+_PYTHON_SRC = str(Path(__file__).resolve().parents[2] / "python")
+if _PYTHON_SRC not in sys.path:  # the checkout's package, even when sglbench is not installed
+    sys.path.insert(0, _PYTHON_SRC)
+
+from sglbench.resume import write_atomic  # noqa: E402  (one atomic writer on the controller)
 
 SCHEMA = "sglbench.attempt/1"
 
@@ -21,20 +28,6 @@ def _text(name: str, content: Any) -> str:
     if isinstance(content, str):
         return content
     return json.dumps(content, indent=2, sort_keys=False, default=str) + "\n"
-
-
-def write_atomic(path: str, text: str, mode: int) -> None:
-    directory = os.path.dirname(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def check_record(text: str) -> None:
