@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +86,21 @@ def _samples(
     return out
 
 
+def reason_digest(reasons: Iterable[str]) -> str:
+    """Invalid-point reasons, one per kind: reasons that differ only in their numbers are one kind,
+    shown by its last example (sorted) and a count, so a table cell stays readable."""
+    kinds: dict[str, list[str]] = {}
+    for joined in reasons:
+        for reason in str(joined or "").split("; "):
+            if reason.strip():
+                kinds.setdefault(re.sub(r"\d+(?:\.\d+)?", "#", reason.strip()), []).append(reason.strip())
+    parts = []
+    for examples in kinds.values():
+        examples.sort()
+        parts.append(examples[-1] + (f" (x{len(examples)})" if len(examples) > 1 else ""))
+    return "; ".join(parts)
+
+
 def _missing_note(att: dict[str, Any]) -> str:
     n = att.get("points_missing")
     return f"{int(n)} expected point(s) missing" if n is not None and not pd.isna(n) and int(n) > 0 else ""
@@ -132,8 +148,8 @@ def summary_table(
             invalid = grp[~grp["valid"].astype(bool)]
             note = ""
             if len(invalid):
-                note = f"{len(invalid)}/{len(grp)} repeats invalid: " + "; ".join(
-                    sorted({r for r in invalid["invalid_reasons"] if r})
+                note = f"{len(invalid)}/{len(grp)} repeats invalid: " + reason_digest(
+                    invalid["invalid_reasons"]
                 )
             rows.append(
                 {

@@ -199,3 +199,18 @@ def test_missing_points_from_the_resume_block_are_not_ok(tmp_path: Path) -> None
     r = _row(summarize.summary_table(res), "ar")
     assert not r.valid and r.note == "1 expected point(s) missing"
     assert summarize.exit_code(res) == 1
+
+
+def test_invalid_reasons_are_digested_per_kind() -> None:
+    from sglbench.summarize import reason_digest
+
+    digest = reason_digest(
+        [
+            "client waited 17% of the time for a CPU (> 10%); send lateness p99 6.81 ms > 5.0 ms",
+            "client waited 23% of the time for a CPU (> 10%)",
+            "",
+        ]
+    )
+    assert digest == (
+        "client waited 23% of the time for a CPU (> 10%) (x2); send lateness p99 6.81 ms > 5.0 ms"
+    )
