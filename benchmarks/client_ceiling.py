@@ -15,9 +15,27 @@ ClientSession per request** (10 MiB read buffer); the response iterated line by 
 per-token ITL computed from ``meta_info.completion_tokens`` deltas as the stream arrives. Both clients
 get the same request count, prompts, lengths and null-server settings.
 
+Baseline ``--baseline bench_serving``: SGLang's OWN client, ``python -m sglang.bench_serving`` from a
+side venv (``benchmarks/bench_serving_venv.sh`` makes it: sglang 0.5.10.post1 without its GPU
+dependencies, a local tokenizer, one import shim documented there), run as a subprocess per level,
+right after our client at the same level, against the same null server: ``--backend sglang
+--dataset-name random-ids --tokenize-prompt`` (token-id prompts, as ours), fixed input/output lengths
+(``--random-range-ratio 1.0``), ignore_eos and streaming (its defaults), ``--request-rate inf``,
+``--max-concurrency <streams>``, ``--num-prompts`` as ours, ``--output-file`` JSON with
+``--output-details`` (used to check that every request got every chunk parsed). Its figures are its
+own: ``duration`` is timed by bench_serving from the first request to the last response and so
+excludes its import, tokenizer and dataset set-up and its warm-up request. Its CPU seconds are read
+from ``/proc/<pid>/stat`` when it prints "Warmup completed" (then it sleeps 1 s idle and starts) and
+when its progress bar first shows all requests done (its metric computation after the run, about
+1 CPU-s per 4,096 requests, is left out and reported apart); the whole process's CPU
+(``RUSAGE_CHILDREN``, start-up included) is reported beside it.
+
 Not a test: figures depend on the machine. Example::
 
     PYTHONPATH=python python benchmarks/client_ceiling.py --baseline aiohttp
+    bash benchmarks/bench_serving_venv.sh /tmp/bs-venv
+    PYTHONPATH=python python benchmarks/client_ceiling.py --baseline bench_serving \\
+        --baseline-python /tmp/bs-venv/bin/python
     PYTHONPATH=python python benchmarks/client_ceiling.py --levels 512 --procs 2 --server-procs 2
 """
 
@@ -25,10 +43,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import math
 import os
+import resource
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -40,6 +63,10 @@ from sglbench.calibrate_cli import NullServerProcesses  # noqa: E402
 from sglbench.hostlib import loadgen, prompts  # noqa: E402
 
 CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+BASELINE_NAMES = {
+    "aiohttp": "bench_serving-style (re-impl, aiohttp)",
+    "bench_serving": "bench_serving (sglang, real)",
+}
 
 
 def proc_cpu_s(pid: int) -> float:
@@ -53,12 +80,12 @@ def proc_cpu_s(pid: int) -> float:
 
 # -- workers (run in their own process) -----------------------------------------------------------------
 def worker_ours(
-    url: str, api: str, concurrency: int, n: int, max_new: int, start_at: float
+    url: str, api: str, concurrency: int, n: int, max_new: int, start_at: float, input_len: int = 128
 ) -> dict[str, Any]:
     spec = loadgen.BenchSpec(
         url=url,
         api=api,
-        prompts=prompts.synthetic_prompts(64, 128, 0),
+        prompts=prompts.synthetic_prompts(64, input_len, 0),
         points=[loadgen.LoadPoint(concurrency=concurrency)],
         sampling=loadgen.SamplingSpec(max_new_tokens=max_new, ignore_eos=True),
         num_prompts=n,
@@ -92,11 +119,13 @@ def worker_ours(
     }
 
 
-def worker_baseline(url: str, concurrency: int, n: int, max_new: int, start_at: float) -> dict[str, Any]:
+def worker_baseline(
+    url: str, concurrency: int, n: int, max_new: int, start_at: float, input_len: int = 128
+) -> dict[str, Any]:
     """bench_serving-STYLE client loop (re-implementation of the described design; see module doc)."""
     import aiohttp
 
-    prompt_ids = [list(p.input_ids or ()) for p in prompts.synthetic_prompts(64, 128, 0)]
+    prompt_ids = [list(p.input_ids or ()) for p in prompts.synthetic_prompts(64, input_len, 0)]
     timeout = aiohttp.ClientTimeout(total=6 * 60 * 60)
     stats = {"requests": 0, "errors": 0, "chunks": 0, "tokens": 0}
 
@@ -181,6 +210,176 @@ def worker_baseline(url: str, concurrency: int, n: int, max_new: int, start_at: 
     }
 
 
+def proc_runqueue_wait_s(pid: int) -> float:
+    """Seconds all threads of a process spent runnable but waiting for a CPU (schedstat); 0.0 if unknown."""
+    total = 0
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return 0.0
+    for tid in tasks:
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            total += int(Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()[1])
+    return total / 1e9
+
+
+# -- SGLang's own bench_serving as the baseline ---------------------------------------------------------
+BS_START_MARK = "Warmup completed"  # stdout, just before its 1 s sleep and the timed run
+BS_DONE_MARK = "all requests done"  # stderr: its tqdm bar first shows n/n (at the latest on close())
+BS_END_MARK = "Serving Benchmark Result"  # stdout, after the run and its metric computation
+
+
+def run_bench_serving(
+    python: str,
+    url: str,
+    args: argparse.Namespace,
+    concurrency: int,
+    n: int,
+    server_pids: list[int],
+) -> dict[str, Any]:
+    """One level of ``python -m sglang.bench_serving`` against the null server; figures as run_workers."""
+    tokenizer = args.bench_serving_tokenizer or str(Path(python).parent.parent / "sglbench-tokenizer")
+    if not Path(tokenizer, "tokenizer.json").is_file():
+        raise SystemExit(f"no tokenizer at {tokenizer}; run benchmarks/bench_serving_venv.sh or pass one")
+    tmp = Path(tempfile.mkdtemp(prefix="sglbench-bs-"))
+    out_file = tmp / "bench_serving.jsonl"
+    cmd = [
+        python,
+        "-m",
+        "sglang.bench_serving",
+        "--backend",
+        "sglang",
+        "--base-url",
+        url,
+        "--tokenizer",
+        tokenizer,
+        "--dataset-name",
+        "random-ids",
+        "--tokenize-prompt",
+        "--random-input-len",
+        str(args.input_len),
+        "--random-output-len",
+        str(args.max_new_tokens),
+        "--random-range-ratio",
+        "1.0",
+        "--num-prompts",
+        str(n),
+        "--max-concurrency",
+        str(concurrency),
+        "--request-rate",
+        "inf",
+        "--output-file",
+        str(out_file),
+        "--output-details",
+        *args.bench_serving_arg,
+    ]
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONUNBUFFERED="1")
+    env.pop("PYTHONPATH", None)
+    marks: dict[str, tuple[float, float, float, float]] = {}  # mark -> (time, cpu, cpu wait, server cpu)
+
+    def mark(name: str, pid: int) -> None:
+        if name not in marks:
+            marks[name] = (
+                time.time(),
+                proc_cpu_s(pid),
+                proc_runqueue_wait_s(pid),
+                sum(proc_cpu_s(q) for q in server_pids),
+            )
+
+    def watch_stderr(fd: int, pid: int) -> None:
+        # tqdm redraws with \r; the first frame showing "n/n [" is the end of the timed run (then only
+        # pbar.close() and one GET /server_info come before its metric computation).
+        done = f" {n}/{n} [".encode()
+        tail = b""
+        with open(tmp / "stderr.log", "wb") as err:
+            while data := os.read(fd, 65536):
+                err.write(data)
+                tail = tail[-64:] + data
+                if done in tail:
+                    mark(BS_DONE_MARK, pid)
+
+    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.time()
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp)
+    assert p.stdout is not None and p.stderr is not None
+    watcher = threading.Thread(target=watch_stderr, args=(p.stderr.fileno(), p.pid), daemon=True)
+    watcher.start()
+    log = []
+    for line in p.stdout:
+        for name in (BS_START_MARK, BS_END_MARK):
+            if name in line:
+                mark(name, p.pid)
+        log.append(line)
+    rc = p.wait()
+    watcher.join(10)
+    proc_wall = time.time() - t0
+    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    (tmp / "stdout.log").write_text("".join(log))
+    if rc != 0 or BS_START_MARK not in marks or BS_END_MARK not in marks or not out_file.is_file():
+        raise SystemExit(f"bench_serving failed (exit {rc}); logs in {tmp}; command: {' '.join(cmd)}")
+    # Without a progress bar (--disable-tqdm) the window ends at the result header instead, and so
+    # also holds its metric computation (about 1 CPU-s per 4,096 requests here).
+    end_mark = BS_DONE_MARK if BS_DONE_MARK in marks else BS_END_MARK
+    res = json.loads(out_file.read_text().splitlines()[-1])
+    chunks_per_req = math.ceil(args.max_new_tokens / args.chunk_tokens)
+    # It really parsed our stream: every request done, 128 tokens (from the last chunk's meta_info),
+    # one ITL per chunk after the first, the whole cumulative text.
+    parsed_ok = (
+        res["completed"] == n
+        and res["total_output_tokens"] == n * args.max_new_tokens
+        and all(x == args.max_new_tokens for x in res["output_lens"])
+        and all(len(itl) == chunks_per_req - 1 for itl in res["itls"])
+        and all(len(t) == args.max_new_tokens for t in res["generated_texts"])
+        and not any(res["errors"])
+    )
+    (ts, c0, w0, s0), (te, c1, w1, s1) = marks[BS_START_MARK], marks[end_mark]
+    wall = res["duration"]
+    requests = res["completed"]
+    chunks = requests * chunks_per_req
+    cpu = c1 - c0
+    return {
+        "requests": requests,
+        "errors": n - requests,
+        "chunks": chunks,
+        "tokens": res["total_output_tokens"],
+        "cpu_s": cpu,
+        "cpu_wait_s": w1 - w0,
+        "wall_s": wall,
+        "req_s": res["request_throughput"],
+        "chunks_s": chunks / wall,
+        "tok_s": res["output_throughput"],
+        "cpu_per_proc": cpu / wall,
+        "chunks_per_cpu_s": chunks / cpu if cpu > 0 else None,
+        "cpu_wait_per_proc": (w1 - w0) / wall,
+        "procs": 1,
+        "valid": [parsed_ok],
+        "invalid_reasons": [] if parsed_ok else ["bench_serving output does not match the workload"],
+        "server_cpu_s": s1 - s0,
+        "window_s": te - ts,
+        "window_end": end_mark,
+        "metrics_cpu_s": marks[BS_END_MARK][1] - c1,
+        "process_wall_s": proc_wall,
+        "process_cpu_s": (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime),
+        "bench_serving": {
+            k: res.get(k)
+            for k in (
+                "duration",
+                "completed",
+                "total_input_tokens",
+                "total_output_tokens",
+                "total_output_tokens_retokenized",
+                "request_throughput",
+                "output_throughput",
+                "max_concurrency",
+                "mean_ttft_ms",
+                "mean_itl_ms",
+            )
+        },
+        "parsed_ok": parsed_ok,
+        "logs": str(tmp),
+    }
+
+
 # -- driver ---------------------------------------------------------------------------------------------
 def run_workers(
     kind: str, python: str, url: str, args: argparse.Namespace, concurrency: int, n: int, procs: int
@@ -206,6 +405,8 @@ def run_workers(
                 str(share),
                 "--max-new-tokens",
                 str(args.max_new_tokens),
+                "--input-len",
+                str(args.input_len),
                 "--start-at",
                 repr(start_at),
             ]
@@ -249,8 +450,28 @@ def main() -> int:
     ap.add_argument("--api", default="native", choices=loadgen.api_mod.APIS)
     ap.add_argument("--procs", type=int, default=1, help="sglbench client processes")
     ap.add_argument("--server-procs", type=int, default=1, help="null server processes (SO_REUSEPORT)")
-    ap.add_argument("--baseline", choices=("none", "aiohttp"), default="none")
-    ap.add_argument("--baseline-python", default=sys.executable, help="python with aiohttp for the baseline")
+    ap.add_argument(
+        "--baseline",
+        choices=("none", "aiohttp", "bench_serving"),
+        default="none",
+        help="aiohttp: our re-implementation of bench_serving's client loop; bench_serving: SGLang's own",
+    )
+    ap.add_argument(
+        "--baseline-python",
+        default=sys.executable,
+        help="python for the baseline: with aiohttp, or the bench_serving_venv.sh venv's python",
+    )
+    ap.add_argument(
+        "--bench-serving-tokenizer",
+        help="local tokenizer dir for bench_serving (default: <--baseline-python's venv>/sglbench-tokenizer)",
+    )
+    ap.add_argument(
+        "--bench-serving-arg",
+        action="append",
+        default=[],
+        help="extra bench_serving argument, as is (repeatable; e.g. --bench-serving-arg=--disable-tqdm)",
+    )
+    ap.add_argument("--input-len", type=int, default=128, help="prompt length in token ids (both clients)")
     ap.add_argument("--json", type=Path, help="also write the figures here")
     # worker mode (internal)
     ap.add_argument("--worker", choices=("ours", "baseline"), help=argparse.SUPPRESS)
@@ -270,6 +491,7 @@ def main() -> int:
                     args.worker_requests,
                     args.max_new_tokens,
                     args.start_at,
+                    args.input_len,
                 )
             )
         )
@@ -283,23 +505,23 @@ def main() -> int:
                     args.worker_requests,
                     args.max_new_tokens,
                     args.start_at,
+                    args.input_len,
                 )
             )
         )
         return 0
 
-    if args.baseline == "aiohttp" and args.api != "native":
-        raise SystemExit(
-            "the bench_serving-style baseline implements the native /generate loop only; use --api native"
-        )
+    if args.baseline != "none" and args.api != "native":
+        raise SystemExit("the baselines run the native /generate loop only; use --api native")
     levels = [int(x) for x in args.levels.split(",")]
     server_args = ["--chunk-tokens", str(args.chunk_tokens)]
     rows = []
     print(
         f"null server: {args.server_procs} proc(s), {args.max_new_tokens} tokens/request in chunks of "
         f"{args.chunk_tokens}, api={args.api}; machine: {os.cpu_count()} CPUs, load avg "
-        f"{os.getloadavg()[0]:.2f}"
+        f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}"
     )
+    load_before = os.getloadavg()
     with NullServerProcesses(server_args, args.server_procs) as srv:
         for c in levels:
             n = max(400, args.requests_per_stream * c)
@@ -307,16 +529,22 @@ def main() -> int:
                 python = args.baseline_python if kind == "baseline" else sys.executable
                 procs = args.procs if kind == "ours" else 1
                 cpu0 = sum(proc_cpu_s(p.pid) for p in srv.popen)
-                r = run_workers(kind, python, srv.url, args, c, n, procs)
-                server_cpu = (
-                    (sum(proc_cpu_s(p.pid) for p in srv.popen) - cpu0) / r["wall_s"] / args.server_procs
-                )
+                load1 = os.getloadavg()[0]
+                if kind == "baseline" and args.baseline == "bench_serving":
+                    r = run_bench_serving(python, srv.url, args, c, n, [p.pid for p in srv.popen])
+                    server_cpu = r["server_cpu_s"] / r["window_s"] / args.server_procs
+                else:
+                    r = run_workers(kind, python, srv.url, args, c, n, procs)
+                    server_cpu = (
+                        (sum(proc_cpu_s(p.pid) for p in srv.popen) - cpu0) / r["wall_s"] / args.server_procs
+                    )
                 row = {
-                    "client": "sglbench" if kind == "ours" else "bench_serving-style (re-impl, aiohttp)",
+                    "client": "sglbench" if kind == "ours" else BASELINE_NAMES[args.baseline],
                     "streams": c,
                     "requests": n,
                     **r,
                     "server_cpu_per_proc": server_cpu,
+                    "loadavg_1m_before": load1,
                 }
                 rows.append(row)
                 print(
@@ -328,8 +556,25 @@ def main() -> int:
                     + (f" self-check: {', '.join(r['invalid_reasons'])}" if r["invalid_reasons"] else ""),
                     flush=True,
                 )
+                if "bench_serving" in r:
+                    print(
+                        f"{'':<40} its own figures: duration={r['wall_s']:.2f}s (excl. start-up; whole "
+                        f"process {r['process_wall_s']:.1f}s, {r['process_cpu_s']:.1f} CPU-s; counted "
+                        f"{r['cpu_s']:.2f} CPU-s up to {r['window_end']!r}, "
+                        f"then metrics {r['metrics_cpu_s']:.2f}), "
+                        f"completed={r['requests']}, output tokens={r['tokens']}, "
+                        f"stream parsed as sent: {'yes' if r['parsed_ok'] else 'NO'}",
+                        flush=True,
+                    )
+    load_after = os.getloadavg()
+    print(
+        "load avg (1, 5, 15 min) before: "
+        + " ".join(f"{x:.2f}" for x in load_before)
+        + ", after: "
+        + " ".join(f"{x:.2f}" for x in load_after)
+    )
     if args.baseline != "none":
-        print("\nratio sglbench / bench_serving-style (chunks):")
+        print(f"\nratio sglbench / {BASELINE_NAMES[args.baseline]} (chunks):")
         for c in levels:
             ours = next(r for r in rows if r["streams"] == c and r["client"] == "sglbench")
             base = next(r for r in rows if r["streams"] == c and r["client"] != "sglbench")
@@ -347,6 +592,9 @@ def main() -> int:
                         if not k.startswith("worker") and k not in ("url", "start_at", "json")
                     },
                     "rows": rows,
+                    "cpus": os.cpu_count(),
+                    "loadavg_before": load_before,
+                    "loadavg_after": load_after,
                 },
                 indent=1,
                 default=str,
