@@ -23,10 +23,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+from sglbench.hostlib.atomic_file import write_atomic  # the one atomic writer (also shipped to hosts)
 
 IDENTITY_SCHEMA = "sglbench.identity/1"
 POINT_SCHEMA = "sglbench.point/1"
@@ -146,24 +147,6 @@ def expected_points(
 
 
 # -- files ------------------------------------------------------------------------------------------
-def write_atomic(path: str, text: str, mode: int = 0o644) -> None:
-    """Temp file in the same directory + fsync + rename: readers see the old file or the whole new one."""
-    directory = os.path.dirname(path) or "."
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def _read_json(path: str) -> Any:
     try:
         with open(path, encoding="utf-8") as fh:

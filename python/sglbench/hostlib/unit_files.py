@@ -10,9 +10,15 @@ from __future__ import annotations
 
 import fnmatch
 import os
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+
+try:  # on the GPU host: shipped as ansible module_utils
+    from ansible.module_utils.sglbench_atomic_file import write_atomic  # type: ignore[import-not-found]
+except ImportError:  # controller, tests
+    from sglbench.hostlib.atomic_file import write_atomic
+
+__all__ = ["FilePlan", "diff_entries", "plan_files", "read_matching", "write_atomic"]
 
 
 @dataclass
@@ -95,17 +101,3 @@ def read_matching(directory: str, names: list[str], pattern: str) -> dict[str, s
         with open(path, encoding="utf-8", errors="replace") as fh:
             out[name] = fh.read()
     return out
-
-
-def write_atomic(path: str, content: str, mode: int) -> None:
-    directory = os.path.dirname(path)
-    fd, tmp = tempfile.mkstemp(prefix=".sglbench-", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(content)
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise

@@ -50,3 +50,12 @@ def test_read_and_write(tmp_path: Path) -> None:
     assert oct((tmp_path / "sglang-a.service").stat().st_mode & 0o777) == "0o644"
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
     assert uf.read_matching(str(tmp_path / "missing"), [], "*") == {}
+
+
+def test_one_atomic_writer_on_both_sides() -> None:
+    """The host's unit writer and the controller's record writer are the same function (one copy)."""
+    from sglbench import resume
+    from sglbench.hostlib import atomic_file
+
+    assert uf.write_atomic is atomic_file.write_atomic
+    assert resume.write_atomic is atomic_file.write_atomic

@@ -1,0 +1,1 @@
+../../python/sglbench/hostlib/atomic_file.py
