@@ -27,6 +27,7 @@ from typing import Any
 
 import pandas as pd
 
+from sglbench.hostlib.plan_policy import flag as plan_flag
 from sglbench.records import AttemptRecord, RecordError, find_record_files, load_record
 
 ATTEMPT_KEYS = ["run_id", "host", "instance", "config", "algorithm", "tp", "model_path", "simulated"]
@@ -105,6 +106,17 @@ def _recommendations(rec: AttemptRecord) -> list[dict[str, Any]]:
     return [r for r in recs if isinstance(r, dict)]
 
 
+def autotuned_flags(plan: dict[str, Any] | None) -> str | None:
+    """The flags autotune changed for this attempt as launch-flag text (``--mamba-ssm-dtype bfloat16``),
+    or None when the command ran as written."""
+    tune = (plan or {}).get("autotune")
+    if not isinstance(tune, dict) or not tune.get("applied"):
+        return None
+    flags = tune.get("flags") if isinstance(tune.get("flags"), dict) else {}
+    words = [plan_flag(k) if v is True else f"{plan_flag(k)} {v}" for k, v in flags.items()]
+    return " ".join(words) or None
+
+
 def attempt_row(rec: AttemptRecord) -> dict[str, Any]:
     f = rec.failure
     plan = rec.plan or {}
@@ -123,6 +135,7 @@ def attempt_row(rec: AttemptRecord) -> dict[str, Any]:
         max_running_requests_observed=rec.max_running_requests_observed,
         plan_fits=plan.get("fits") if plan else None,
         plan_failure=(failure_plan or {}).get("kind"),
+        autotuned_flags=autotuned_flags(plan),
         recommendations=_recommendations(rec),
         time_to_ready_s=rec.timings.time_to_ready_s,
         started_at=rec.timings.started_at,
@@ -261,6 +274,7 @@ ATTEMPT_COLUMNS = [
     "max_running_requests_observed",
     "plan_fits",
     "plan_failure",
+    "autotuned_flags",
     "recommendations",
     "time_to_ready_s",
     "started_at",

@@ -2,7 +2,8 @@
 
 One row per (run, host, TP, config, prompt set, load point): mean output tok/s over repeats with a
 bootstrap 95% interval, the speedup over the autoregressive baseline with its interval, TTFT/ITL
-p50/p99, acceptance length, KV tokens and max running requests predicted vs observed, and the outcome.
+p50/p99, acceptance length, KV tokens and max running requests predicted vs observed, and the outcome
+(with the flags autotune changed, when the capacity policy tuned the command).
 Attempts that produced no points (planned skip, failure) get one row carrying the outcome and cause.
 
 Baseline: the config with algorithm ``none`` on the same host, TP size, model, prompt set and load
@@ -57,6 +58,7 @@ TABLE_COLUMNS = [
     "max_running_requests_predicted",
     "max_running_requests_observed",
     "outcome",
+    "autotuned",
     "cause",
     "note",
     "valid",
@@ -169,6 +171,7 @@ def summary_table(
                     "max_running_requests_predicted": att["max_running_requests_predicted"],
                     "max_running_requests_observed": att["max_running_requests_observed"],
                     "outcome": att["outcome"],
+                    "autotuned": att.get("autotuned_flags"),
                     "cause": att["cause"],
                     "note": note
                     or _missing_note(att)
@@ -197,6 +200,7 @@ def summary_table(
                 "max_running_requests_predicted": att["max_running_requests_predicted"],
                 "max_running_requests_observed": att["max_running_requests_observed"],
                 "outcome": att["outcome"],
+                "autotuned": att.get("autotuned_flags"),
                 "cause": att["cause"],
                 "note": note,
                 "valid": att["outcome"] == "ok",
@@ -285,9 +289,11 @@ def fmt_ci(value: Any, lo: Any, hi: Any, spec: str = ".1f", suffix: str = "") ->
 
 
 def outcome_text(row: Any) -> str:
+    tuned = row.get("autotuned") if hasattr(row, "get") else None
+    tuned_text = f" (autotuned: {tuned})" if isinstance(tuned, str) and tuned else ""
     if row["outcome"] == "ok":
-        return "ok" if row["valid"] else f"ok, {row['note']}"
-    return row["note"] or row["outcome"]
+        return f"ok{tuned_text}" if row["valid"] else f"ok{tuned_text}, {row['note']}"
+    return (row["note"] or row["outcome"]) + tuned_text
 
 
 def display_rows(table: pd.DataFrame) -> list[dict[str, str]]:

@@ -172,6 +172,30 @@ def test_invalid_points_are_flagged(tmp_path: Path) -> None:
     assert summarize.exit_code(res) == 1
 
 
+def test_autotuned_attempts_name_the_flags_that_ran(tmp_path: Path) -> None:
+    """An autotuned attempt says which flags the policy changed; an untuned one says nothing extra."""
+    tuned_plan = rf.plan(
+        autotune={"applied": True, "flags": {"mamba_ssm_dtype": "bfloat16", "enable_foo": True}},
+    )
+    rf.write(
+        tmp_path,
+        rf.record(config="tuned", plan_=tuned_plan, benchmark=rf.bench([rf.point(1, 0, 10.0)])),
+    )
+    not_applied = rf.plan(autotune={"applied": False, "flags": None})
+    rf.write(
+        tmp_path,
+        rf.record(config="plain", plan_=not_applied, benchmark=rf.bench([rf.point(1, 0, 10.0)])),
+    )
+    res = results.load(tmp_path / "run1")
+    t = summarize.summary_table(res)
+    tuned, plain = _row(t, "tuned"), _row(t, "plain")
+    assert tuned.autotuned == "--mamba-ssm-dtype bfloat16 --enable-foo"
+    assert not isinstance(plain.autotuned, str)  # missing (None or NaN in the frame)
+    assert summarize.outcome_text(tuned) == "ok (autotuned: --mamba-ssm-dtype bfloat16 --enable-foo)"
+    assert summarize.outcome_text(plain) == "ok"
+    assert "ok (autotuned: --mamba-ssm-dtype bfloat16" in summarize.to_markdown(t, res)
+
+
 def test_cli_formats_and_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run = _write_pair(tmp_path, [100.0, 100.0], [200.0, 400.0], simulated=False)
     assert cli.main(["summarize", str(run)]) == 0
