@@ -202,32 +202,73 @@ class ClientStats:
     target_rate: float | None = None  # rate mode only
     send_window_s: float | None = None  # first → last scheduled send (rate mode)
     n_sent: int = 0
+    # Several client processes (BenchSpec.procs > 1): one dict per process with its own ``proc`` (index),
+    # ``cpu_s``, ``wall_s``, ``runqueue_wait_s``, ``n_requests``, ``n_sent``, ``loop_lag_ms_p99``. Then
+    # ``cpu_s`` and ``runqueue_wait_s`` above are sums, ``wall_s`` the longest, ``loop_lag_s`` every
+    # process's samples.
+    procs: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _per_process(stats: ClientStats, n_requests: int, lag_p99_ms: float | int | None) -> list[dict[str, Any]]:
+    """Per client process: its figures plus CPU and CPU-wait fractions of its own wall time."""
+    procs = stats.procs or [
+        {
+            "proc": 0,
+            "cpu_s": stats.cpu_s,
+            "wall_s": stats.wall_s,
+            "runqueue_wait_s": stats.runqueue_wait_s,
+            "n_requests": n_requests,
+            "n_sent": stats.n_sent,
+            "loop_lag_ms_p99": lag_p99_ms,
+        }
+    ]
+    out = []
+    for p in procs:
+        wall, wait = p.get("wall_s") or 0.0, p.get("runqueue_wait_s")
+        out.append(
+            {
+                **p,
+                "cpu_fraction": p.get("cpu_s", 0.0) / wall if wall > 0 else None,
+                "runqueue_wait_fraction": wait / wall if wait is not None and wall > 0 else None,
+            }
+        )
+    return out
+
+
+def _worst(per: list[dict[str, Any]], key: str) -> dict[str, Any] | None:
+    known = [p for p in per if p.get(key) is not None]
+    return max(known, key=lambda p: p[key]) if known else None
 
 
 def client_health(
     records: Sequence[Any], metrics: Sequence[RequestMetrics], stats: ClientStats
 ) -> dict[str, Any]:
-    """Self-check: lateness, loop lag, CPU, achieved rate → ``valid`` and reasons when not."""
+    """Self-check: lateness, loop lag, CPU, achieved rate → ``valid`` and reasons when not.
+
+    With several client processes (``stats.procs``), lateness and loop lag are judged over every request
+    and every process's samples, CPU and CPU wait per process: ``cpu_fraction`` and
+    ``runqueue_wait_fraction`` are the largest of the per-process fractions, and a reason names the process.
+    """
     lateness = [m.lateness_s for m in metrics if m.lateness_s is not None]
     lat = distribution(lateness, 1000.0)
     lag = distribution(stats.loop_lag_s, 1000.0)
-    cpu_frac = stats.cpu_s / stats.wall_s if stats.wall_s > 0 else None
+    per = _per_process(stats, len(records), lag["p99"])
+    who = (lambda p: f"client process {p['proc']} (of {len(per)})") if len(per) > 1 else (lambda p: "client")
+    worst_cpu = _worst(per, "cpu_fraction")
+    cpu_frac = worst_cpu["cpu_fraction"] if worst_cpu else None
     reasons: list[str] = []
     if lat["p99"] is not None and lat["p99"] > MAX_SEND_LATENESS_P99_MS:
         reasons.append(f"send lateness p99 {lat['p99']:.2f} ms > {MAX_SEND_LATENESS_P99_MS} ms")
     if lag["p99"] is not None and lag["p99"] > MAX_LOOP_LAG_P99_MS:
         reasons.append(f"event-loop lag p99 {lag['p99']:.2f} ms > {MAX_LOOP_LAG_P99_MS} ms")
-    if cpu_frac is not None and cpu_frac > MAX_CLIENT_CPU_FRACTION:
-        reasons.append(f"client CPU {cpu_frac:.0%} of one core > {MAX_CLIENT_CPU_FRACTION:.0%}")
-    wait_frac = (
-        stats.runqueue_wait_s / stats.wall_s
-        if stats.runqueue_wait_s is not None and stats.wall_s > 0
-        else None
-    )
-    if wait_frac is not None and wait_frac > MAX_RUNQUEUE_WAIT_FRACTION:
+    if worst_cpu is not None and cpu_frac > MAX_CLIENT_CPU_FRACTION:
+        reasons.append(f"{who(worst_cpu)} CPU {cpu_frac:.0%} of one core > {MAX_CLIENT_CPU_FRACTION:.0%}")
+    worst_wait = _worst(per, "runqueue_wait_fraction")
+    wait_frac = worst_wait["runqueue_wait_fraction"] if worst_wait else None
+    if worst_wait is not None and wait_frac > MAX_RUNQUEUE_WAIT_FRACTION:
         reasons.append(
-            f"client waited {wait_frac:.0%} of the time for a CPU (> {MAX_RUNQUEUE_WAIT_FRACTION:.0%}): "
-            "other processes on this machine starved it"
+            f"{who(worst_wait)} waited {wait_frac:.0%} of the time for a CPU "
+            f"(> {MAX_RUNQUEUE_WAIT_FRACTION:.0%}): other processes on this machine starved it"
         )
     achieved = None
     if stats.target_rate and not math.isinf(stats.target_rate) and stats.send_window_s:
@@ -252,6 +293,8 @@ def client_health(
         "wall_s": stats.wall_s,
         "cpu_fraction": cpu_frac,
         "runqueue_wait_fraction": wait_frac,
+        "procs": len(per),
+        "per_process": per,
         "achieved_rate": achieved,
         "target_rate": "inf"
         if stats.target_rate is not None and math.isinf(stats.target_rate)

@@ -201,6 +201,43 @@ def test_client_health_flags_each_threshold():
     assert calm["valid"] is True and calm["reasons"] == []
 
 
+def test_client_health_judges_cpu_per_process():
+    """Several client processes: CPU and CPU wait per process (the busiest one decides and is named);
+    together they may use more than one core."""
+    rec = stream_record(sent=0.0, ttft=0.01, gap=0.01, n_tokens=2, k=1)
+    rec["ready_s"] = 0.0
+    ms = [metrics.request_metrics(rec)]
+
+    def proc(k, cpu, wait):
+        return {"proc": k, "cpu_s": cpu, "wall_s": 1.0, "runqueue_wait_s": wait, "n_requests": 1, "n_sent": 1}
+
+    # 0.6 + 0.7 = 1.3 cores in all: one process would be flagged, two are not.
+    calm = metrics.ClientStats(
+        cpu_s=1.3, wall_s=1.0, runqueue_wait_s=0.1, procs=[proc(0, 0.6, 0.05), proc(1, 0.7, 0.05)]
+    )
+    h = metrics.client_health([rec], ms, calm)
+    assert h["valid"] is True and h["procs"] == 2
+    assert h["cpu_fraction"] == pytest.approx(0.7) and h["runqueue_wait_fraction"] == pytest.approx(0.05)
+    assert [p["cpu_fraction"] for p in h["per_process"]] == pytest.approx([0.6, 0.7])
+
+    busy = metrics.ClientStats(
+        cpu_s=1.55, wall_s=1.0, runqueue_wait_s=0.27, procs=[proc(0, 0.6, 0.25), proc(1, 0.95, 0.02)]
+    )
+    h = metrics.client_health([rec], ms, busy)
+    assert h["valid"] is False and h["cpu_fraction"] == pytest.approx(0.95)
+    assert h["reasons"] == [
+        "client process 1 (of 2) CPU 95% of one core > 90%",
+        "client process 0 (of 2) waited 25% of the time for a CPU (> 10%): other processes on this machine "
+        "starved it",
+    ]
+
+    # One process: one per-process entry from the totals, reasons worded as before.
+    one = metrics.client_health([rec], ms, metrics.ClientStats(cpu_s=0.95, wall_s=1.0, n_sent=1))
+    assert one["procs"] == 1 and one["per_process"][0]["cpu_fraction"] == pytest.approx(0.95)
+    assert one["per_process"][0]["n_requests"] == 1
+    assert one["reasons"] == ["client CPU 95% of one core > 90%"]
+
+
 def test_rate_mode_under_delivery_is_flagged():
     recs = [{"sent_s": i * 0.2, "ready_s": i * 0.2} for i in range(11)]  # 5 req/s achieved
     stats = metrics.ClientStats(cpu_s=0.0, wall_s=2.0, target_rate=10.0, send_window_s=1.0)
