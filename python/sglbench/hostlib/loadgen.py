@@ -19,6 +19,19 @@ r sends the same prompts in the same order at every point and for every server c
 
 The client measures itself (send lateness, event-loop lag, CPU) and metrics.summarize_point turns
 that into ``valid`` / ``invalid_reasons``.
+
+One process parses on the order of 100k streamed chunks/s (benchmarks/client_ceiling.md). When one core
+is not enough, ``BenchSpec.procs = P > 1`` shards every point over P forked client processes (Linux
+``os.fork``; ``procs == 1`` never forks): the parent flushes the cache, each child opens its own connections
+and runs its share of the warmup, the parent flushes again and hands every child the same start time t0
+(``time.perf_counter`` is CLOCK_MONOTONIC, one clock for the whole machine), so every record's times are
+relative to one t0 and merge as they are. Closed loop: the concurrency is split as evenly as possible and
+child k sends requests k, k+P, k+2P, … of the same prompt sequence (the same requests as one process, for
+count-bounded points). Open loop: the parent computes the one Poisson schedule and child k sends requests
+k, k+P, … at their scheduled times (the superposition is the same schedule); an in-flight cap is split
+over the children. Children return their records and their own CPU, CPU-wait and loop-lag figures; the
+self-check judges CPU per process. A child that fails or overruns its time bound fails the point with an
+error that names it.
 """
 
 from __future__ import annotations
@@ -28,8 +41,13 @@ import contextlib
 import itertools
 import json
 import math
+import os
+import pickle
 import random
+import signal
+import struct
 import time
+import traceback
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -60,6 +78,9 @@ SUMMARY_SCHEMA = "sglbench.bench/1"
 DEFAULT_MAX_CONCURRENCY = 64  # ladder cap when neither the user nor the server gives one
 LOOP_LAG_INTERVAL_S = 0.01
 FLUSH_RETRIES = 5
+MAX_PROCS = 64  # client processes per point (BenchSpec.procs)
+CHILD_SLACK_S = 30.0  # on top of a child's derived time bound: fork, connections, result transfer
+START_LEAD_S = 0.05  # the common start t0 lies this far after the parent's go, so every child is waiting
 SIM_MARKERS = ("simulated", "sglbench_simulated", "sglbench_sim", "sglbench_null_server")
 
 
@@ -106,6 +127,7 @@ class BenchSpec:
     request_timeout_s: float = 600.0
     slo: metrics_mod.Slo = field(default_factory=metrics_mod.Slo)
     simulated: bool | None = None  # None = ask the server
+    procs: int = 1  # client processes per point (> 1: forked shards, see the module docstring)
 
     def validate(self) -> None:
         if self.api not in api_mod.APIS:
@@ -139,6 +161,27 @@ class BenchSpec:
             Endpoint.from_url(self.url)
         except ValueError as exc:
             raise LoadgenError(str(exc)) from None
+        self._validate_procs()
+
+    def _validate_procs(self) -> None:
+        procs = self.procs
+        if isinstance(procs, bool) or not isinstance(procs, int) or not 1 <= procs <= MAX_PROCS:
+            raise LoadgenError(
+                f"procs (client processes per point, --procs) must be an integer from 1 to {MAX_PROCS}, "
+                f"got {procs!r}"
+            )
+        if procs == 1:
+            return
+        if not hasattr(os, "fork"):
+            raise LoadgenError("procs > 1 forks client processes (Linux); use procs = 1 on this platform")
+        for p in self.points:
+            if p.concurrency is not None and p.concurrency < procs:
+                what = "concurrency" if p.request_rate is None else "in-flight cap (concurrency)"
+                raise LoadgenError(
+                    f"procs = {procs} is more than the {what} {p.concurrency} of point {p.label()}: every "
+                    f"client process needs at least one request slot; lower procs to {p.concurrency} or "
+                    f"use concurrency levels >= {procs}"
+                )
 
 
 @dataclass
@@ -221,6 +264,12 @@ def poisson_schedule(rate: float, n: int, seed: int, duration_s: float | None = 
     return out
 
 
+def split_evenly(total: int, parts: int) -> list[int]:
+    """``total`` split over ``parts`` as evenly as possible, larger shares first: (10, 4) → [3, 3, 2, 2]."""
+    q, r = divmod(total, parts)
+    return [q + (1 if k < r else 0) for k in range(parts)]
+
+
 def runqueue_wait_s() -> float | None:
     """Seconds this (single-threaded) client has spent runnable but waiting for a CPU (Linux schedstat).
 
@@ -254,6 +303,119 @@ class _LagMonitor:
                 await self._task
 
 
+@dataclass
+class _Shard:
+    """What client process ``k`` of ``procs`` sends at one point (built in the parent, used after fork)."""
+
+    k: int
+    procs: int
+    warm_prompts: list[Prompt]
+    warm_concurrency: int
+    prompts: Iterable[Prompt]  # its measured prompts: requests k, k+P, … of the point's sequence
+    n: int  # how many (closed loop; an upper bound with a duration)
+    concurrency: int | None  # closed loop: its workers; open loop: its in-flight cap (None = no cap)
+    schedule: list[float] | None  # open loop: its send times (requests k, k+P, …), relative to t0
+
+    def time_bound_s(self, spec: BenchSpec, connect_timeout_s: float) -> tuple[float, float]:
+        """Upper bounds (s) on its warmup and on its measured run from t0; a healthy child is far below.
+
+        Each request ends within connect + request timeout (one reconnect allowed); a closed-loop worker
+        sends its requests one after another; a duration bound stops new sends at the deadline.
+        """
+        per_request = spec.request_timeout_s + 2 * connect_timeout_s
+        warm = (
+            math.ceil(len(self.warm_prompts) / self.warm_concurrency) * per_request
+            if self.warm_prompts
+            else 0.0
+        )
+        if self.schedule is None:
+            run = math.ceil(self.n / max(1, self.concurrency or 1)) * per_request if self.n else 0.0
+            if spec.duration_s:
+                run = min(run, spec.duration_s + per_request)
+        else:
+            rounds = math.ceil(len(self.schedule) / self.concurrency) if self.concurrency else 1
+            run = (self.schedule[-1] if self.schedule else 0.0) + rounds * per_request
+        return warm + CHILD_SLACK_S, run + CHILD_SLACK_S
+
+
+@dataclass
+class _Child:
+    k: int
+    pid: int
+    ctl_fd: int  # parent → child: the start time (8 bytes), or EOF = stop
+    res_fd: int  # child → parent: frames (kind byte, 8-byte length, pickle)
+    reader: asyncio.StreamReader | None = None
+    transport: asyncio.BaseTransport | None = None
+    reaped: bool = False
+    status: str | None = None  # how it ended, once reaped
+
+
+_FRAME_HEAD = struct.Struct("!cQ")
+_READY, _DONE, _ERROR = b"R", b"D", b"E"
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _read_exactly(fd: int, n: int) -> bytes:
+    buf = b""
+    while len(buf) < n:
+        chunk = os.read(fd, n - len(buf))
+        if not chunk:
+            break
+        buf += chunk
+    return buf
+
+
+def _send_frame(fd: int, kind: bytes, obj: Any) -> None:
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    _write_all(fd, _FRAME_HEAD.pack(kind, len(data)) + data)
+
+
+async def _read_frame(reader: asyncio.StreamReader) -> tuple[bytes, Any]:
+    kind, n = _FRAME_HEAD.unpack(await reader.readexactly(_FRAME_HEAD.size))
+    return kind, pickle.loads(await reader.readexactly(n))
+
+
+def _exception_text(exc: BaseException) -> str:
+    text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    tb = traceback.extract_tb(exc.__traceback__)
+    if tb:
+        last = tb[-1]
+        text += f" (at {os.path.basename(last.filename)}:{last.lineno} in {last.name})"
+    return text
+
+
+def _exit_status_text(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        with contextlib.suppress(ValueError):
+            return f"was killed by signal {signal.Signals(sig).name}"
+        return f"was killed by signal {sig}"
+    return f"exited with status {os.waitstatus_to_exitcode(status)}"
+
+
+def _become_child() -> None:
+    """Right after fork, in the child: forget the parent's event loop and signal wiring, silence stdout.
+
+    The inherited loop's epoll set and self-pipe are shared with the parent, so they are never touched
+    (never closed); the child runs its own loop. stdout is the Ansible module's JSON result: the child's
+    fd 1 goes to /dev/null, and it leaves with os._exit (no buffered parent output is flushed twice).
+    """
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(ValueError, OSError):
+            signal.signal(sig, signal.SIG_DFL)
+    with contextlib.suppress(ValueError, OSError):
+        signal.set_wakeup_fd(-1)
+    asyncio.events._set_running_loop(None)  # Python < 3.12 keeps the parent's running loop after fork
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.close(devnull)
+
+
 class LoadRunner:
     """Runs load points against one server through one keep-alive connection pool."""
 
@@ -266,6 +428,7 @@ class LoadRunner:
         self.progress = progress or (lambda _msg: None)
         self._extra_headers = b"Accept: text/event-stream\r\n"
         self.flush_failures = 0
+        self.child_connections_opened = 0  # connections opened by client processes (procs > 1)
 
     # -- small admin calls ---------------------------------------------------------------------------
     async def get_json(self, path: str, timeout: float = 30.0) -> dict[str, Any] | None:
@@ -417,6 +580,8 @@ class LoadRunner:
 
     # -- one point -----------------------------------------------------------------------------------
     async def run_point(self, point: LoadPoint, repeat: int, model: str | None) -> PointResult:
+        if self.spec.procs > 1:
+            return await self._run_point_procs(point, repeat, model)
         spec = self.spec
         seed = spec.seed + repeat
         measured = itertools.islice(prompts_mod.iter_prompts(spec.prompts, seed), spec.num_prompts)
@@ -462,7 +627,19 @@ class LoadRunner:
         await lag.stop()
         stats.loop_lag_s = lag.samples
         stats.n_sent = sum(1 for r in records if r.sent_s is not None)
+        return await self._finish_point(point, repeat, seed, n_warm, t0_wall, records, stats)
 
+    async def _finish_point(
+        self,
+        point: LoadPoint,
+        repeat: int,
+        seed: int,
+        n_warm: int,
+        t0_wall: float,
+        records: list[RequestRecord],
+        stats: metrics_mod.ClientStats,
+    ) -> PointResult:
+        spec = self.spec
         info = await self.get_json("/server_info") if any(r.spec_verify_ct for r in records) else None
         summary = metrics_mod.summarize_point(
             records, slo=spec.slo, client=stats, server_accept_length=server_accept_length(info)
@@ -478,6 +655,288 @@ class LoadRunner:
             **summary,
         }
         return PointResult(point, repeat, seed, t0_wall, records, summary)
+
+    # -- one point over several client processes (procs > 1) ----------------------------------------
+    def _shards(self, point: LoadPoint, seed: int, n_warm: int, schedule: list[float] | None) -> list[_Shard]:
+        spec = self.spec
+        nprocs = spec.procs
+        warm = prompts_mod.select_prompts(spec.prompts, n_warm, seed + 1_000_003) if n_warm > 0 else []
+        warm_conc = split_evenly(point.concurrency or n_warm, nprocs)
+        conc: list[int | None] = (
+            list(split_evenly(point.concurrency, nprocs)) if point.concurrency else [None] * nprocs
+        )
+        shards = []
+        for k in range(nprocs):
+            # The point's one deterministic prompt sequence, every P-th request from k on.
+            mine = itertools.islice(prompts_mod.iter_prompts(spec.prompts, seed), k, spec.num_prompts, nprocs)
+            shards.append(
+                _Shard(
+                    k=k,
+                    procs=nprocs,
+                    warm_prompts=warm[k::nprocs],
+                    warm_concurrency=max(1, warm_conc[k]),
+                    prompts=mine,
+                    n=len(range(k, spec.num_prompts, nprocs)),
+                    concurrency=conc[k],
+                    schedule=schedule[k::nprocs] if schedule is not None else None,
+                )
+            )
+        return shards
+
+    async def _run_point_procs(self, point: LoadPoint, repeat: int, model: str | None) -> PointResult:
+        """The point over ``spec.procs`` forked client processes; records and client stats merged."""
+        spec = self.spec
+        seed = spec.seed + repeat
+        n_warm = spec.warmup if spec.warmup is not None else min(point.concurrency or 8, 64)
+        stats = metrics_mod.ClientStats()
+        schedule = None
+        if point.request_rate is not None:
+            schedule = poisson_schedule(point.request_rate, spec.num_prompts, seed, spec.duration_s)
+            stats.target_rate = point.request_rate
+            stats.send_window_s = schedule[-1] if schedule else None
+        shards = self._shards(point, seed, n_warm, schedule)
+        where = f"point {point.label()} repeat {repeat}"
+        if spec.flush_cache:
+            await self.flush_cache()
+        children: list[_Child] = []
+        finished = False
+        try:
+            for shard in shards:
+                children.append(self._fork_child(shard, model, children))
+            loop = asyncio.get_running_loop()
+            for child in children:
+                child.reader = asyncio.StreamReader(loop=loop)
+                proto = asyncio.StreamReaderProtocol(child.reader, loop=loop)
+                child.transport, _ = await loop.connect_read_pipe(
+                    lambda proto=proto: proto, os.fdopen(child.res_fd, "rb", buffering=0)
+                )
+            bounds = [sh.time_bound_s(spec, self.client.connect_timeout) for sh in shards]
+            ready = await self._collect(children, _READY, max(b[0] for b in bounds), "warmup", where)
+            n_bad = sum(r["warm_failed"] for r in ready)
+            if n_bad and n_bad == sum(r["warm_sent"] for r in ready):
+                example = next(r["warm_error"] for r in ready if r["warm_error"])
+                self.progress(f"warning: every warmup request failed, e.g. {example}")
+            if spec.flush_cache:
+                await self.flush_cache()
+            t0 = _perf() + START_LEAD_S
+            t0_wall = time.time() + (t0 - _perf())
+            start = struct.pack("!d", t0)
+            for child in children:
+                _write_all(child.ctl_fd, start)
+            run_bound = max(b[1] for b in bounds) + START_LEAD_S
+            done = await self._collect(children, _DONE, run_bound, "measured run", where)
+            finished = True
+        finally:  # after a failure the other children's results are of no use: kill them at once
+            await self._reap(children, grace_s=2.0 if finished else 0.0)
+
+        records = sorted((r for d in done for r in d["records"]), key=lambda r: r.idx)
+        stats.procs = [d["proc"] for d in done]
+        stats.wall_s = max(p["wall_s"] for p in stats.procs)
+        stats.cpu_s = math.fsum(p["cpu_s"] for p in stats.procs)
+        waits = [p["runqueue_wait_s"] for p in stats.procs]
+        stats.runqueue_wait_s = math.fsum(waits) if all(w is not None for w in waits) else None
+        stats.loop_lag_s = [x for d in done for x in d["loop_lag_s"]]
+        stats.n_sent = sum(1 for r in records if r.sent_s is not None)
+        self.child_connections_opened += sum(d["connections_opened"] for d in done)
+        return await self._finish_point(point, repeat, seed, n_warm, t0_wall, records, stats)
+
+    def _fork_child(self, shard: _Shard, model: str | None, siblings: list[_Child]) -> _Child:
+        ctl_r, ctl_w = os.pipe()
+        res_r, res_w = os.pipe()
+        try:
+            pid = os.fork()
+        except OSError as exc:
+            for fd in (ctl_r, ctl_w, res_r, res_w):
+                os.close(fd)
+            raise LoadgenError(f"cannot fork client process {shard.k} of {shard.procs}: {exc}") from None
+        if pid == 0:  # the child: runs its shard and leaves through os._exit, never returns
+            code = 1
+            try:
+                _become_child()
+                for fd in [ctl_w, res_r, *(f for c in siblings for f in (c.ctl_fd, c.res_fd))]:
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
+                code = self._child_main(shard, model, ctl_r, res_w)
+            finally:
+                os._exit(code)
+        os.close(ctl_r)
+        os.close(res_w)
+        return _Child(shard.k, pid, ctl_w, res_r)
+
+    def _child_main(self, shard: _Shard, model: str | None, ctl_fd: int, res_fd: int) -> int:
+        """In the child: own loop and connections, warmup share, wait for t0, measured share, send back."""
+        try:
+            loop = asyncio.new_event_loop()
+            asyncio.set_event_loop(loop)
+            result = loop.run_until_complete(self._child_point(shard, model, ctl_fd, res_fd))
+            if result is None:  # the parent closed the start pipe: it gave up on this point
+                return 0
+            _send_frame(res_fd, _DONE, result)
+            return 0
+        except BaseException as exc:
+            with contextlib.suppress(BaseException):
+                _send_frame(res_fd, _ERROR, _exception_text(exc))
+            return 1
+
+    async def _child_point(
+        self, shard: _Shard, model: str | None, ctl_fd: int, res_fd: int
+    ) -> dict[str, Any] | None:
+        self.client = HttpClient(self.endpoint, api_key=self.spec.api_key)  # this process's own pool
+        try:
+            warm: list[RequestRecord] = []
+            if shard.warm_prompts:
+                await self._closed_loop(
+                    shard.warm_prompts,
+                    len(shard.warm_prompts),
+                    shard.warm_concurrency,
+                    _perf(),
+                    None,
+                    model,
+                    True,
+                    warm,
+                )
+            bad = [r for r in warm if r.error]
+            _send_frame(
+                res_fd,
+                _READY,
+                {
+                    "warm_sent": len(warm),
+                    "warm_failed": len(bad),
+                    "warm_error": bad[0].error if bad else None,
+                },
+            )
+            raw = _read_exactly(ctl_fd, 8)  # blocks until the parent says go (nothing else runs here yet)
+            if len(raw) < 8:
+                return None
+            (t0,) = struct.unpack("!d", raw)
+            delay = t0 - _perf() - 0.002
+            if delay > 0:
+                await asyncio.sleep(delay)
+            while _perf() < t0:  # the last ~2 ms: asyncio.sleep wakes up to a millisecond late
+                pass
+            return await self._shard_measure(shard, t0, model)
+        finally:
+            await self.client.close()
+
+    async def _shard_measure(self, shard: _Shard, t0: float, model: str | None) -> dict[str, Any]:
+        """One child's measured share, timed against the common ``t0``; idx mapped back to the point's."""
+        spec = self.spec
+        records: list[RequestRecord] = []
+        lag = _LagMonitor()
+        lag.start()
+        cpu0 = time.process_time()
+        sched0 = runqueue_wait_s()
+        deadline = t0 + spec.duration_s if spec.duration_s else None
+        if shard.schedule is None:
+            assert shard.concurrency is not None
+            await self._closed_loop(
+                shard.prompts, shard.n, shard.concurrency, t0, deadline, model, False, records
+            )
+        else:
+            await self._open_loop(shard.prompts, shard.schedule, shard.concurrency, t0, model, records)
+        wall = _perf() - t0
+        cpu = time.process_time() - cpu0
+        sched1 = runqueue_wait_s()
+        await lag.stop()
+        for rec in records:  # local position j of this shard = request k + j*P of the point
+            rec.idx = shard.k + rec.idx * shard.procs
+        return {
+            "records": records,
+            "loop_lag_s": lag.samples,
+            "connections_opened": self.client.connections_opened,
+            "proc": {
+                "proc": shard.k,
+                "cpu_s": cpu,
+                "wall_s": wall,
+                "runqueue_wait_s": sched1 - sched0 if sched0 is not None and sched1 is not None else None,
+                "n_requests": len(records),
+                "n_sent": sum(1 for r in records if r.sent_s is not None),
+                "loop_lag_ms_p99": metrics_mod.distribution(lag.samples, 1000.0)["p99"],
+            },
+        }
+
+    async def _collect(
+        self, children: list[_Child], kind: bytes, timeout: float, phase: str, where: str
+    ) -> list[Any]:
+        """One ``kind`` frame from every child within ``timeout`` s, else a LoadgenError naming the child."""
+        nprocs = len(children)
+
+        async def one(child: _Child) -> Any:
+            assert child.reader is not None
+            try:
+                got, payload = await _read_frame(child.reader)
+            except (asyncio.IncompleteReadError, pickle.UnpicklingError, EOFError):
+                status = await self._wait_exit(child, 2.0)
+                raise LoadgenError(
+                    f"client process {child.k} of {nprocs} (pid {child.pid}) {status or 'closed its pipe'} "
+                    f"during the {phase} of {where} without sending its results"
+                ) from None
+            if got == _ERROR:
+                raise LoadgenError(
+                    f"client process {child.k} of {nprocs} (pid {child.pid}) failed during the {phase} of "
+                    f"{where}: {payload}"
+                )
+            if got != kind:
+                raise LoadgenError(f"client process {child.k} sent {got!r} where {kind!r} was due ({where})")
+            return payload
+
+        tasks = [asyncio.ensure_future(one(c)) for c in children]
+        try:
+            finished, pending = await asyncio.wait(
+                tasks, timeout=timeout, return_when=asyncio.FIRST_EXCEPTION
+            )
+            for task in tasks:  # the first failure in process order, when there is one
+                if task in finished and task.exception() is not None:
+                    raise task.exception()  # type: ignore[misc]
+            if pending:
+                late = [c for c, t in zip(children, tasks, strict=True) if t in pending]
+                raise LoadgenError(
+                    f"client process{'es' if len(late) > 1 else ''} "
+                    f"{', '.join(f'{c.k} (pid {c.pid})' for c in late)} of {nprocs} did not finish the "
+                    f"{phase} of {where} within {timeout:.0f} s (bound from request_timeout_s = "
+                    f"{self.spec.request_timeout_s:g} s, the point's requests and duration); killed"
+                )
+            return [t.result() for t in tasks]
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _wait_exit(self, child: _Child, timeout: float) -> str | None:
+        """Reap ``child`` if it exits within ``timeout`` s; how it ended, or None while it still runs."""
+        end = _perf() + timeout
+        while not child.reaped:
+            try:
+                pid, status = os.waitpid(child.pid, os.WNOHANG)
+            except ChildProcessError:
+                child.reaped, child.status = True, "ended"
+                break
+            if pid:
+                child.reaped, child.status = True, _exit_status_text(status)
+                break
+            if _perf() >= end:
+                return None
+            await asyncio.sleep(0.01)
+        return child.status
+
+    async def _reap(self, children: list[_Child], grace_s: float) -> None:
+        """Close the pipes (a child still waiting for t0 sees EOF and leaves), then reap every child;
+        one still running after ``grace_s`` is killed (SIGKILL)."""
+        for child in children:
+            with contextlib.suppress(OSError):
+                os.close(child.ctl_fd)
+            if child.transport is not None:
+                child.transport.close()
+            else:
+                with contextlib.suppress(OSError):
+                    os.close(child.res_fd)
+        for child in children:
+            if await self._wait_exit(child, grace_s) is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(child.pid, signal.SIGKILL)
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(child.pid, 0)
+                child.reaped, child.status = True, "was killed"
 
     async def run(self) -> CampaignResult:
         facts = await self.preflight()
@@ -516,7 +975,8 @@ class LoadRunner:
             "seed": self.spec.seed,
             "flush_cache": self.spec.flush_cache,
             "flush_failures": self.flush_failures,
-            "connections_opened": self.client.connections_opened,
+            "connections_opened": self.client.connections_opened + self.child_connections_opened,
+            "procs": self.spec.procs,
             "slo": self.spec.slo.active(),
         }
         return CampaignResult(meta, results)

@@ -5,8 +5,11 @@ constructed records in test_metrics.py)."""
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import math
+import os
+import time
 
 import pytest
 
@@ -313,3 +316,192 @@ def test_first_repeat_labels_and_seeds_like_the_full_campaign():
             points=[loadgen.LoadPoint(concurrency=1)],
             first_repeat=-1,
         ).validate()
+
+
+# -- several client processes (BenchSpec.procs > 1) ---------------------------------------------------
+def _procs_spec(url, procs, **kw):
+    base = {
+        "url": url,
+        "prompts": prompts.synthetic_prompts(5, 4, 0),
+        "points": [loadgen.LoadPoint(concurrency=4)],
+        "sampling": loadgen.SamplingSpec(max_new_tokens=6, ignore_eos=True),
+        "num_prompts": 11,
+        "repeats": 1,
+        "warmup": 3,
+        "seed": 3,
+        "procs": procs,
+    }
+    return loadgen.BenchSpec(**{**base, **kw})
+
+
+def test_split_evenly():
+    assert loadgen.split_evenly(10, 4) == [3, 3, 2, 2]
+    assert loadgen.split_evenly(2, 2) == [1, 1]
+    assert loadgen.split_evenly(0, 3) == [0, 0, 0]
+
+
+@pytest.mark.parametrize("procs", [2, 3])
+def test_procs_closed_loop_sends_the_same_requests_as_one_process(procs):
+    cfg = nullserver.NullServerConfig(chunk_tokens=2, spec=True)
+    with nullserver.NullServerThread(cfg) as srv:
+        single = loadgen.run_campaign(_procs_spec(srv.url, 1))
+        before = (srv.state.flushes, srv.state.requests)
+        multi = loadgen.run_campaign(_procs_spec(srv.url, procs))
+        flushes, served = srv.state.flushes - before[0], srv.state.requests - before[1]
+    one, many = single.points[0], multi.points[0]
+    assert flushes == 2  # the parent flushes before the warmup and before the measured run, once each
+    assert served == 11 + 3  # every measured request once, the warmup split over the processes
+    assert [r.idx for r in many.records] == list(range(11))  # merged, sorted by idx, none twice
+    assert [(r.idx, r.prompt_id) for r in many.records] == [(r.idx, r.prompt_id) for r in one.records]
+    s = many.summary
+    assert (s["n_requests"], s["n_ok"], s["n_err"]) == (11, 11, 0)
+    assert s["total_output_tokens"] == 11 * 6 and s["total_chunks"] == 11 * 3
+    assert s["accept_length_mean"] == pytest.approx(2.0)
+    assert s["concurrency"] == 4 and s["warmup_requests"] == 3
+    # Every record's times are relative to the one common t0.
+    for rec in many.records:
+        assert not rec.warmup and rec.error is None
+        assert 0.0 <= rec.ready_s <= rec.sent_s <= rec.chunk_t[0] <= rec.end_s < 60.0
+    # The first request of every worker was due at t0 exactly: 4 workers over the processes.
+    assert sum(1 for r in many.records if r.ready_s == 0.0) == 4
+    c = s["client"]
+    assert c["procs"] == procs and [p["proc"] for p in c["per_process"]] == list(range(procs))
+    shares = [len(range(k, 11, procs)) for k in range(procs)]
+    assert [p["n_requests"] for p in c["per_process"]] == [p["n_sent"] for p in c["per_process"]] == shares
+    assert c["cpu_s"] == pytest.approx(sum(p["cpu_s"] for p in c["per_process"]))
+    assert c["cpu_fraction"] == max(p["cpu_fraction"] for p in c["per_process"])
+    assert c["wall_s"] == max(p["wall_s"] for p in c["per_process"])
+    assert multi.meta["procs"] == procs and one.summary["client"]["procs"] == 1
+    assert multi.meta["connections_opened"] >= 1 + 4  # the parent's admin connection + one per worker
+    loadgen.dumps_compact(loadgen.campaign_summary(multi))
+
+
+def test_procs_open_loop_keeps_the_single_process_schedule():
+    cfg = nullserver.NullServerConfig(chunk_tokens=2)
+    with nullserver.NullServerThread(cfg) as srv:
+        for cap in (None, 2):
+            spec = _procs_spec(
+                srv.url,
+                2,
+                points=[loadgen.LoadPoint(concurrency=cap, request_rate=200.0)],
+                num_prompts=10**6,
+                duration_s=0.2,
+                warmup=0,
+                flush_cache=False,
+            )
+            pr = loadgen.run_campaign(spec).points[0]
+            sched = loadgen.poisson_schedule(200.0, 10**6, pr.seed, 0.2)
+            assert [r.scheduled_s for r in pr.records] == sched
+            assert [r.idx for r in pr.records] == list(range(len(sched)))
+            prompt_ids = [p.id for p in prompts.select_prompts(spec.prompts, len(sched), pr.seed)]
+            assert [r.prompt_id for r in pr.records] == prompt_ids
+            assert all(r.ready_s >= r.scheduled_s for r in pr.records)
+            s = pr.summary
+            assert s["n_ok"] == len(sched) and s["client"]["procs"] == 2
+            assert s["client"]["target_rate"] == 200.0
+            # Process k sent requests k, k+2, ...: its share of the one schedule.
+            assert [p["n_sent"] for p in s["client"]["per_process"]] == [
+                len(sched[0::2]),
+                len(sched[1::2]),
+            ]
+
+
+def test_procs_duration_bound_applies_to_every_process():
+    cfg = nullserver.NullServerConfig(chunk_tokens=1, ttft_s=0.01)
+    with nullserver.NullServerThread(cfg) as srv:
+        spec = _procs_spec(
+            srv.url,
+            2,
+            num_prompts=10**9,
+            duration_s=0.15,
+            warmup=0,
+            points=[loadgen.LoadPoint(concurrency=2)],
+        )
+        pr = loadgen.run_campaign(spec).points[0]
+    assert 2 <= len(pr.records) < 10**3
+    assert all(r.sent_s is not None and r.sent_s < 0.15 + 0.05 for r in pr.records)
+    assert {r.idx % 2 for r in pr.records} == {0, 1}  # both processes sent
+    assert len({r.idx for r in pr.records}) == len(pr.records)
+
+
+def test_procs_failing_child_fails_the_point_and_names_it(monkeypatch):
+    original = loadgen.LoadRunner._shard_measure
+
+    async def boom(self, shard, t0, model):
+        if shard.k == 1:
+            raise RuntimeError("boom in the shard")
+        return await original(self, shard, t0, model)
+
+    monkeypatch.setattr(loadgen.LoadRunner, "_shard_measure", boom)
+    with nullserver.NullServerThread(nullserver.NullServerConfig()) as srv:
+        t = time.monotonic()
+        with pytest.raises(loadgen.LoadgenError) as err:
+            loadgen.run_campaign(_procs_spec(srv.url, 2))
+    msg = str(err.value)
+    assert "client process 1 of 2" in msg and "measured run of point c4 repeat 0" in msg
+    assert "RuntimeError: boom in the shard" in msg
+    assert time.monotonic() - t < 20
+
+
+def test_procs_child_that_dies_or_hangs_fails_the_point(monkeypatch):
+    original = loadgen.LoadRunner._shard_measure
+
+    async def die(self, shard, t0, model):
+        if shard.k == 0:
+            os._exit(7)
+        return await original(self, shard, t0, model)
+
+    monkeypatch.setattr(loadgen.LoadRunner, "_shard_measure", die)
+    with nullserver.NullServerThread(nullserver.NullServerConfig()) as srv:
+        with pytest.raises(
+            loadgen.LoadgenError, match=r"client process 0 of 2 \(pid \d+\) exited with status 7"
+        ):
+            loadgen.run_campaign(_procs_spec(srv.url, 2))
+
+        async def hang(self, shard, t0, model):
+            await asyncio.sleep(3600)
+
+        monkeypatch.setattr(loadgen.LoadRunner, "_shard_measure", hang)
+        monkeypatch.setattr(loadgen._Shard, "time_bound_s", lambda self, spec, connect_s: (10.0, 0.5))
+        t = time.monotonic()
+        with pytest.raises(
+            loadgen.LoadgenError,
+            match=r"client processes 0 \(pid \d+\), 1 \(pid \d+\) of 2 did not finish the measured run",
+        ):
+            loadgen.run_campaign(_procs_spec(srv.url, 2))
+        assert time.monotonic() - t < 20
+    with pytest.raises(ChildProcessError):  # every client process was reaped, none left behind
+        os.waitpid(-1, os.WNOHANG)
+
+
+def test_procs_time_bound_follows_timeouts_counts_and_duration():
+    spec = _procs_spec("http://127.0.0.1:1", 2, request_timeout_s=5.0)
+    shard = loadgen._Shard(0, 2, [], 1, [], n=6, concurrency=2, schedule=None)
+    per = 5.0 + 2 * 10.0
+    assert shard.time_bound_s(spec, 10.0) == (loadgen.CHILD_SLACK_S, 3 * per + loadgen.CHILD_SLACK_S)
+    spec.duration_s = 1.0
+    assert shard.time_bound_s(spec, 10.0)[1] == 1.0 + per + loadgen.CHILD_SLACK_S
+    rate = loadgen._Shard(
+        0, 2, prompts.synthetic_prompts(3, 4, 0), 2, [], n=3, concurrency=1, schedule=[0, 2.5]
+    )
+    assert rate.time_bound_s(spec, 10.0) == (
+        2 * per + loadgen.CHILD_SLACK_S,
+        2.5 + 2 * per + loadgen.CHILD_SLACK_S,
+    )
+
+
+def test_procs_validation_names_the_field_and_the_fix():
+    url = "http://127.0.0.1:1"
+    for bad in (0, 65, True, 2.0):
+        with pytest.raises(loadgen.LoadgenError, match=r"procs .* must be an integer from 1 to 64"):
+            _procs_spec(url, bad).validate()
+    with pytest.raises(
+        loadgen.LoadgenError, match=r"procs = 3 is more than the concurrency 2 of point c2.*lower procs to 2"
+    ):
+        _procs_spec(
+            url, 3, points=[loadgen.LoadPoint(concurrency=4), loadgen.LoadPoint(concurrency=2)]
+        ).validate()
+    with pytest.raises(loadgen.LoadgenError, match=r"in-flight cap \(concurrency\) 2 of point r5-c2"):
+        _procs_spec(url, 3, points=[loadgen.LoadPoint(concurrency=2, request_rate=5.0)]).validate()
+    _procs_spec(url, 3, points=[loadgen.LoadPoint(request_rate=5.0)]).validate()  # no cap: any procs
+    _procs_spec(url, 64, points=[loadgen.LoadPoint(concurrency=64)]).validate()
