@@ -26,7 +26,17 @@ THRESHOLDS_HELP = (
     f"{metrics.MAX_CLIENT_CPU_FRACTION:.0%} of one core, it waited more than "
     f"{metrics.MAX_RUNQUEUE_WAIT_FRACTION:.0%} of the time for a CPU (Linux schedstat: other processes "
     f"starved it), or (rate mode) fewer than {metrics.MIN_ACHIEVED_RATE_FRACTION:.0%} of the target "
-    "request rate were sent."
+    "request rate were sent. With --procs P > 1 the CPU and CPU-wait checks apply to each client process."
+)
+
+PROCS_HELP = (
+    "client processes per point (default 1, at most {max}). One process is one event loop on one core and "
+    "parses about 100k streamed chunks/s (benchmarks/client_ceiling.md); when points are flagged for client "
+    "CPU, use more. P > 1 forks P processes per point: each opens its own connections and runs its share of "
+    "the warmup, then all start at one common instant. Closed loop: the concurrency is split over them "
+    "(every level must be >= P) and process k sends requests k, k+P, ... of the same prompt sequence; "
+    "--request-rate: the one Poisson schedule is dealt out the same way and a --concurrency cap is split. "
+    "The summary's client.per_process gives each process's CPU."
 )
 
 
@@ -80,6 +90,13 @@ def build_points(
         return [loadgen.LoadPoint(concurrency=cap, request_rate=r) for r in rates]
     levels = concurrency or loadgen.concurrency_ladder(ladder_cap or loadgen.DEFAULT_MAX_CONCURRENCY)
     return [loadgen.LoadPoint(concurrency=c) for c in levels]
+
+
+def cli_words(msg: str) -> str:
+    """A BenchSpec validation message in command-line words (the fix names the flags)."""
+    return msg.replace("lower procs", "lower --procs").replace(
+        "use concurrency levels", "give --concurrency levels"
+    )
 
 
 def slo_from_args(args: argparse.Namespace) -> metrics.Slo:
@@ -180,7 +197,11 @@ def _add_load_args(p: argparse.ArgumentParser, *, calibrate: bool) -> None:
     p.add_argument(
         "--concurrency",
         help="comma-separated closed-loop concurrency levels, e.g. 1,4,16"
-        + (" (default 1,64,512)" if calibrate else "; default 1,2,4,… up to --max-concurrency")
+        + (
+            " (default 1,64,512; with --procs P: P,64,512)"
+            if calibrate
+            else "; default 1,2,4,… up to --max-concurrency"
+        )
         + "; with --request-rate: a single in-flight cap",
     )
     p.add_argument(
@@ -200,6 +221,7 @@ def _add_load_args(p: argparse.ArgumentParser, *, calibrate: bool) -> None:
         "--warmup", type=int, default=None, help="warmup requests per point (default: concurrency, ≤64)"
     )
     p.add_argument("--seed", type=int, default=0, help="base seed; repeat r uses seed+r (default 0)")
+    p.add_argument("--procs", type=int, default=1, help=PROCS_HELP.format(max=loadgen.MAX_PROCS))
     p.add_argument("--out", type=Path, default=None, help="directory for summary.json and requests.jsonl")
 
 
@@ -258,6 +280,8 @@ def _check_common(args: argparse.Namespace) -> None:
         raise UsageError("--max-new-tokens must be >= 1")
     if args.warmup is not None and args.warmup < 0:
         raise UsageError("--warmup must be >= 0")
+    if not 1 <= args.procs <= loadgen.MAX_PROCS:
+        raise UsageError(f"--procs must be from 1 to {loadgen.MAX_PROCS} client processes, got {args.procs}")
 
 
 def _prepare_out(out: Path | None, overwrite: bool) -> None:
@@ -323,11 +347,12 @@ def _run_bench(args: argparse.Namespace) -> int:
         request_timeout_s=args.request_timeout,
         slo=slo,
         simulated=args.simulated,
+        procs=args.procs,
     )
     try:
         spec.validate()
     except loadgen.LoadgenError as exc:
-        raise UsageError(str(exc)) from None
+        raise UsageError(cli_words(str(exc))) from None
     if not concurrency and not rates and cap is None:
         # Default ladder: 1, 2, 4, ... up to what the server can actually run at once.
         cap = loadgen.effective_max_running_requests(loadgen.fetch_server_info(args.url, api_key))

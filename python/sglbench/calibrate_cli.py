@@ -23,6 +23,7 @@ from sglbench.bench_cli import (
     _fmt,
     _prepare_out,
     _progress,
+    cli_words,
     parse_int_list,
     write_results,
 )
@@ -110,7 +111,12 @@ def run_calibrate(args: argparse.Namespace) -> int:
         if args.ttft_ms < 0 or args.gap_ms < 0:
             raise UsageError("--ttft-ms and --gap-ms must be >= 0")
         _prepare_out(args.out, overwrite=False)
-        levels = parse_int_list(args.concurrency, "--concurrency") if args.concurrency else [1, 64, 512]
+        # Default levels: one stream per client process, then 64 and 512 streams.
+        levels = (
+            parse_int_list(args.concurrency, "--concurrency")
+            if args.concurrency
+            else sorted({args.procs, 64, 512})
+        )
         server_args = [
             "--chunk-tokens",
             str(args.chunk_tokens),
@@ -137,7 +143,12 @@ def run_calibrate(args: argparse.Namespace) -> int:
                 repeats=1,
                 seed=args.seed,
                 simulated=True,
+                procs=args.procs,
             )
+            try:
+                spec.validate()
+            except loadgen.LoadgenError as exc:
+                raise UsageError(cli_words(str(exc))) from None
             t = time.perf_counter()
             result = loadgen.run_campaign(spec, progress=_progress)
             elapsed = time.perf_counter() - t
@@ -162,9 +173,12 @@ def run_calibrate(args: argparse.Namespace) -> int:
 
 
 def format_calibration(result: loadgen.CampaignResult, elapsed: float) -> str:
+    procs = result.meta.get("procs", 1)
     lines = [
         f"client ceiling vs null server ({result.meta['api']}, {result.meta['sampling']['max_new_tokens']} "
-        f"tokens/request, chunk={result.meta.get('null_server', {}).get('chunk_tokens', '?')} tokens)",
+        f"tokens/request, chunk={result.meta.get('null_server', {}).get('chunk_tokens', '?')} tokens"
+        + (f", {procs} client processes: cpu and cpu wait = the busiest one" if procs > 1 else "")
+        + ")",
         f"{'streams':>8} {'req/s':>9} {'chunks/s':>10} {'tok/s':>10} {'cpu':>5} {'late p99 ms':>11} "
         f"{'lag p99 ms':>10} {'cpu wait':>8}  self-check",
     ]

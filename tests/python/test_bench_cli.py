@@ -25,6 +25,7 @@ def test_subcommands_are_registered():
     assert ("bench", "sglbench.bench_cli") in cli.SUBCOMMANDS
     assert ("calibrate", "sglbench.calibrate_cli") in cli.SUBCOMMANDS
 
+
 REQUIRED_POINT_KEYS = {
     "concurrency",
     "output_throughput_tok_s",
@@ -172,3 +173,43 @@ def test_calibrate_reports_ceiling_against_null_server_process(tmp_path, capsys)
     assert summary["simulated"] is True and summary["meta"]["command"] == "calibrate"
     assert [p["concurrency"] for p in summary["points"]] == [1, 4]
     assert all(p["n_ok"] == 20 and p["total_chunks"] == 20 * 8 for p in summary["points"])
+
+
+def test_bench_procs_runs_the_point_over_client_processes(server, tmp_path, capsys):
+    key = tmp_path / "key"
+    key.write_text("k3y\n")
+    out = tmp_path / "run"
+    argv = ["bench", "--url", server.url, "--api-key-file", str(key), "--concurrency", "2,4"]
+    argv += ["--num-prompts", "7", "--max-new-tokens", "4", "--repeats", "1", "--procs", "2"]
+    rc = main([*argv, "--out", str(out)])
+    assert rc == 0, capsys.readouterr().err
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["meta"]["procs"] == 2
+    for p in summary["points"]:
+        assert p["n_ok"] == 7 and p["client"]["procs"] == 2 and len(p["client"]["per_process"]) == 2
+    rows = [json.loads(line) for line in (out / "requests.jsonl").read_text().splitlines()]
+    assert [r["idx"] for r in rows] == list(range(7)) * 2
+
+
+@pytest.mark.parametrize(
+    ("argv", "msg"),
+    [
+        (["--procs", "0"], "--procs must be from 1 to 64"),
+        (["--procs", "65"], "--procs must be from 1 to 64"),
+        (["--procs", "3", "--concurrency", "2,4"], "lower --procs to 2 or give --concurrency levels >= 3"),
+        (["--procs", "2"], "concurrency 1 of point c1"),  # the default ladder starts at 1
+    ],
+)
+def test_bench_procs_usage_errors(tmp_path, capsys, argv, msg):
+    rc = main(["bench", "--url", "http://127.0.0.1:9", "--out", str(tmp_path / "o"), *argv])
+    assert rc == 2
+    assert msg in capsys.readouterr().err
+
+
+def test_calibrate_procs_starts_at_one_stream_per_process(tmp_path, capsys):
+    rc = main(["calibrate", "--procs", "2", "--num-prompts", "8", "--max-new-tokens", "4", "--warmup", "2"])
+    assert rc == 0
+    text = capsys.readouterr().out
+    assert "2 client processes" in text
+    rows = [line.split() for line in text.splitlines()[2:-1]]
+    assert [int(r[0]) for r in rows] == [2, 64, 512]
