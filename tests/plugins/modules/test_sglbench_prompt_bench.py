@@ -133,3 +133,35 @@ def test_one_repeat_per_call_returns_its_rows(run_module, server):
     rows = done.result["records"]
     assert len(rows) == done.result["n_records"] == 2 and {r["repeat"] for r in rows} == {1}
     assert done.result["records_path"] is None
+
+
+def test_procs_shards_the_point_over_client_processes(run_module, server, capfd):
+    done = run_module(
+        sglbench_prompt_bench,
+        {
+            "url": server.url,
+            "prompts": ["hello", "world", "again"],
+            "concurrency": [2],
+            "num_prompts": 5,
+            "max_new_tokens": 6,
+            "repeats": 1,
+            "warmup": 2,
+            "procs": 2,
+            "return_records": True,
+        },
+    )
+    assert not done.failed, done.result
+    point = done.result["summary"]["points"][0]
+    assert point["n_ok"] == 5 and point["client"]["procs"] == 2
+    assert [p["n_requests"] for p in point["client"]["per_process"]] == [3, 2]
+    assert done.result["summary"]["meta"]["procs"] == 2
+    assert sorted(r["idx"] for r in done.result["records"]) == list(range(5))
+    # stdout is the module's JSON result on the host: the client processes never write to it.
+    assert capfd.readouterr().out == ""
+
+    done = run_module(
+        sglbench_prompt_bench,
+        {"url": server.url, "prompts": ["x"], "concurrency": [1, 4], "num_prompts": 2, "procs": 2},
+    )
+    assert done.failed
+    assert "procs = 2 is more than the concurrency 1 of point c1" in done.result["msg"]
