@@ -15,14 +15,17 @@ ClientSession per request** (10 MiB read buffer); the response iterated line by 
 per-token ITL computed from ``meta_info.completion_tokens`` deltas as the stream arrives. Both clients
 get the same request count, prompts, lengths and null-server settings.
 
-Baseline ``--baseline bench_serving``: SGLang's OWN client, ``python -m sglang.bench_serving`` from a
-side venv (``benchmarks/bench_serving_venv.sh`` makes it: sglang 0.5.10.post1 without its GPU
-dependencies, a local tokenizer, one import shim documented there), run as a subprocess per level,
-right after our client at the same level, against the same null server: ``--backend sglang
---dataset-name random-ids --tokenize-prompt`` (token-id prompts, as ours), fixed input/output lengths
-(``--random-range-ratio 1.0``), ignore_eos and streaming (its defaults), ``--request-rate inf``,
-``--max-concurrency <streams>``, ``--num-prompts`` as ours, ``--output-file`` JSON with
-``--output-details`` (used to check that every request got every chunk parsed). Its figures are its
+Baseline ``--baseline bench_serving``: SGLang's OWN Python client from a side venv
+(``benchmarks/bench_serving_venv.sh`` makes it: sglang 0.5.23 by default, or 0.5.10.post1, without its
+GPU dependencies, a local tokenizer, a minimal import shim documented there): ``python -m
+sglang.benchmark.serving`` where the installed sglang has it (0.5.23; ``sglang.bench_serving`` is only
+a deprecated alias there), else ``python -m sglang.bench_serving`` (0.5.10.post1); found in the
+baseline python by default (``--bench-serving-module``). Not its ``--rust-client``. It runs as a
+subprocess per level, right after our client at the same level, against the same null server:
+``--backend sglang --dataset-name random-ids --tokenize-prompt`` (token-id prompts, as ours), fixed
+input/output lengths (``--random-range-ratio 1.0``), ignore_eos and streaming (its defaults),
+``--request-rate inf``, ``--max-concurrency <streams>``, ``--num-prompts`` as ours, ``--output-file``
+JSON with ``--output-details`` (used to check that every request got every chunk parsed). Its figures are its
 own: ``duration`` is timed by bench_serving from the first request to the last response and so
 excludes its import, tokenizer and dataset set-up and its warm-up request. Its CPU seconds are read
 from ``/proc/<pid>/stat`` when it prints "Warmup completed" (then it sleeps 1 s idle and starts) and
@@ -33,9 +36,9 @@ when its progress bar first shows all requests done (its metric computation afte
 Not a test: figures depend on the machine. Example::
 
     PYTHONPATH=python python benchmarks/client_ceiling.py --baseline aiohttp
-    bash benchmarks/bench_serving_venv.sh /tmp/bs-venv
+    SGLANG_VERSION=0.5.23 bash benchmarks/bench_serving_venv.sh /tmp/bs-venv-0523
     PYTHONPATH=python python benchmarks/client_ceiling.py --baseline bench_serving \\
-        --baseline-python /tmp/bs-venv/bin/python
+        --baseline-python /tmp/bs-venv-0523/bin/python
     PYTHONPATH=python python benchmarks/client_ceiling.py --levels 512 --procs 2 --server-procs 2
 """
 
@@ -65,8 +68,9 @@ from sglbench.hostlib import loadgen, prompts  # noqa: E402
 CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 BASELINE_NAMES = {
     "aiohttp": "bench_serving-style (re-impl, aiohttp)",
-    "bench_serving": "bench_serving (sglang, real)",
+    "bench_serving": "bench_serving (sglang {version})",
 }
+BS_MODULES = ("sglang.benchmark.serving", "sglang.bench_serving")  # newest layout first
 
 
 def proc_cpu_s(pid: int) -> float:
@@ -224,6 +228,33 @@ def proc_runqueue_wait_s(pid: int) -> float:
 
 
 # -- SGLang's own bench_serving as the baseline ---------------------------------------------------------
+def bench_serving_client(python: str, module: str) -> tuple[str, str]:
+    """(client module, installed sglang version) in the baseline python, without importing sglang.
+
+    ``module`` "auto": ``sglang.benchmark.serving`` if the installed package has that file (0.5.23),
+    else ``sglang.bench_serving`` (0.5.10.post1).
+    """
+    probe = (
+        "import importlib.metadata, importlib.util, os, sys\n"
+        "spec = importlib.util.find_spec('sglang')\n"
+        "root = list(spec.submodule_search_locations)[0]\n"
+        "print(importlib.metadata.version('sglang'))\n"
+        "for m in sys.argv[1:]:\n"
+        "    if os.path.isfile(os.path.join(root, *m.split('.')[1:]) + '.py'):\n"
+        "        print(m)\n"
+        "        break\n"
+    )
+    try:
+        out = subprocess.run(
+            [python, "-c", probe, *BS_MODULES], capture_output=True, text=True, check=True, timeout=60
+        ).stdout.split()
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise SystemExit(f"no sglang in {python} ({exc}); run benchmarks/bench_serving_venv.sh") from exc
+    if len(out) < 2:
+        raise SystemExit(f"sglang {out[0] if out else '?'} in {python} has none of {', '.join(BS_MODULES)}")
+    return (out[1] if module == "auto" else module), out[0]
+
+
 BS_START_MARK = "Warmup completed"  # stdout, just before its 1 s sleep and the timed run
 BS_DONE_MARK = "all requests done"  # stderr: its tqdm bar first shows n/n (at the latest on close())
 BS_END_MARK = "Serving Benchmark Result"  # stdout, after the run and its metric computation
@@ -237,7 +268,7 @@ def run_bench_serving(
     n: int,
     server_pids: list[int],
 ) -> dict[str, Any]:
-    """One level of ``python -m sglang.bench_serving`` against the null server; figures as run_workers."""
+    """One level of ``python -m <bench_serving module>`` against the null server; figures as run_workers."""
     tokenizer = args.bench_serving_tokenizer or str(Path(python).parent.parent / "sglbench-tokenizer")
     if not Path(tokenizer, "tokenizer.json").is_file():
         raise SystemExit(f"no tokenizer at {tokenizer}; run benchmarks/bench_serving_venv.sh or pass one")
@@ -246,7 +277,7 @@ def run_bench_serving(
     cmd = [
         python,
         "-m",
-        "sglang.bench_serving",
+        args.bench_serving_module,
         "--backend",
         "sglang",
         "--base-url",
@@ -377,6 +408,8 @@ def run_bench_serving(
         },
         "parsed_ok": parsed_ok,
         "logs": str(tmp),
+        "module": args.bench_serving_module,
+        "sglang_version": args.sglang_version,
     }
 
 
@@ -445,6 +478,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--levels", default="1,64,512", help="concurrent streams to test (default 1,64,512)")
     ap.add_argument("--requests-per-stream", type=int, default=8, help="requests = max(400, this × streams)")
+    ap.add_argument("--min-requests", type=int, default=400, help="the 400 above (smaller for smoke runs)")
     ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--chunk-tokens", type=int, default=1, help="tokens per streamed chunk (null server)")
     ap.add_argument("--api", default="native", choices=loadgen.api_mod.APIS)
@@ -464,6 +498,12 @@ def main() -> int:
     ap.add_argument(
         "--bench-serving-tokenizer",
         help="local tokenizer dir for bench_serving (default: <--baseline-python's venv>/sglbench-tokenizer)",
+    )
+    ap.add_argument(
+        "--bench-serving-module",
+        default="auto",
+        help="client module to run with -m (default auto: sglang.benchmark.serving if installed, "
+        "as in sglang 0.5.23, else sglang.bench_serving, as in 0.5.10.post1)",
     )
     ap.add_argument(
         "--bench-serving-arg",
@@ -514,6 +554,13 @@ def main() -> int:
     if args.baseline != "none" and args.api != "native":
         raise SystemExit("the baselines run the native /generate loop only; use --api native")
     levels = [int(x) for x in args.levels.split(",")]
+    baseline_name = BASELINE_NAMES.get(args.baseline, "")
+    if args.baseline == "bench_serving":
+        args.bench_serving_module, args.sglang_version = bench_serving_client(
+            args.baseline_python, args.bench_serving_module
+        )
+        baseline_name = baseline_name.format(version=args.sglang_version)
+        print(f"baseline: sglang {args.sglang_version}, python -m {args.bench_serving_module}")
     server_args = ["--chunk-tokens", str(args.chunk_tokens)]
     rows = []
     print(
@@ -524,7 +571,7 @@ def main() -> int:
     load_before = os.getloadavg()
     with NullServerProcesses(server_args, args.server_procs) as srv:
         for c in levels:
-            n = max(400, args.requests_per_stream * c)
+            n = max(args.min_requests, args.requests_per_stream * c)
             for kind in ("ours", "baseline") if args.baseline != "none" else ("ours",):
                 python = args.baseline_python if kind == "baseline" else sys.executable
                 procs = args.procs if kind == "ours" else 1
@@ -539,7 +586,7 @@ def main() -> int:
                         (sum(proc_cpu_s(p.pid) for p in srv.popen) - cpu0) / r["wall_s"] / args.server_procs
                     )
                 row = {
-                    "client": "sglbench" if kind == "ours" else BASELINE_NAMES[args.baseline],
+                    "client": "sglbench" if kind == "ours" else baseline_name,
                     "streams": c,
                     "requests": n,
                     **r,
@@ -574,7 +621,7 @@ def main() -> int:
         + " ".join(f"{x:.2f}" for x in load_after)
     )
     if args.baseline != "none":
-        print(f"\nratio sglbench / {BASELINE_NAMES[args.baseline]} (chunks):")
+        print(f"\nratio sglbench / {baseline_name} (chunks):")
         for c in levels:
             ours = next(r for r in rows if r["streams"] == c and r["client"] == "sglbench")
             base = next(r for r in rows if r["streams"] == c and r["client"] != "sglbench")
