@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from sglbench.hostlib import loadgen, metrics, prompts
+from sglbench.records import stand_in_time_scale
 
 SCHEMA = loadgen.SUMMARY_SCHEMA
 
@@ -167,7 +168,15 @@ def format_table(summary: dict[str, Any]) -> str:
         f"{'point':>10} {'rep':>3} {'ok':>5} {'err':>4} {'tok/s':>9} {'req/s':>7} {'ttft50':>8} "
         f"{'ttft99':>8} {'tpot50':>7} {'itl50':>7} {'e2e50':>8} {'accept':>6}  valid"
     )
-    lines = [f"{label}{summary['meta'].get('api')} @ {summary['meta'].get('url')}", head]
+    lines = [f"{label}{summary['meta'].get('api')} @ {summary['meta'].get('url')}"]
+    scale = stand_in_time_scale((summary.get("meta") or {}).get("server_info"))
+    if scale is not None and scale != 1.0:
+        lines.append(
+            f"stand-in time scale {scale:g}: figures below are at stand-in speed, i.e. rates x{1 / scale:g} "
+            f"and latencies x{scale:g} of real-world time (sglbench summarize on a run shows them at "
+            "real-world time)"
+        )
+    lines.append(head)
     for p in summary["points"]:
         lines.append(
             f"{p['point']:>10} {p['repeat']:>3} {p['n_ok']:>5} {p['n_err']:>4} "

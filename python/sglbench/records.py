@@ -139,6 +139,16 @@ def _kind(value: Any) -> str:
     )
 
 
+def stand_in_time_scale(server_info: Any) -> float | None:
+    """``SGLBENCH_SIM_TIME_SCALE`` the SGLang stand-in reports in ``/server_info``
+    (``sglbench_sim.time_scale``), or None for a real server (or a malformed value)."""
+    sim = server_info.get("sglbench_sim") if isinstance(server_info, dict) else None
+    scale = sim.get("time_scale") if isinstance(sim, dict) else None
+    if isinstance(scale, (int, float)) and not isinstance(scale, bool) and scale > 0:
+        return float(scale)
+    return None
+
+
 # -- contracts --------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class ConfigSpec:
@@ -232,11 +242,7 @@ class Benchmark:
         The stand-in reports it in ``/server_info`` (``sglbench_sim.time_scale``); 0.01 means its
         startup and token timing ran a hundred times faster than the real server would.
         """
-        sim = (self.meta.get("server_info") or {}).get("sglbench_sim") or {}
-        scale = sim.get("time_scale") if isinstance(sim, dict) else None
-        if isinstance(scale, (int, float)) and not isinstance(scale, bool) and scale > 0:
-            return float(scale)
-        return None
+        return stand_in_time_scale(self.meta.get("server_info"))
 
 
 @dataclass(frozen=True)

@@ -213,3 +213,33 @@ def test_calibrate_procs_starts_at_one_stream_per_process(tmp_path, capsys):
     assert "2 client processes" in text
     rows = [line.split() for line in text.splitlines()[2:-1]]
     assert [int(r[0]) for r in rows] == [2, 64, 512]
+
+
+def test_table_says_when_figures_are_at_stand_in_speed() -> None:
+    """A time-scaled stand-in's figures are not real-world ones: the printed table says so and by how much."""
+    from sglbench import bench_cli
+
+    point = {
+        "point": "c1",
+        "repeat": 0,
+        "n_ok": 1,
+        "n_err": 0,
+        "output_throughput_tok_s": 100.0,
+        "request_throughput": 1.0,
+        "ttft_ms": {"p50": 1.0, "p99": 2.0},
+        "tpot_ms": {"p50": 0.1},
+        "itl_ms": {"p50": 0.1},
+        "e2e_ms": {"p50": 10.0},
+        "accept_length_mean": None,
+        "valid": True,
+        "invalid_reasons": [],
+    }
+    scaled = {
+        "simulated": True,
+        "meta": {"api": "native", "url": "u", "server_info": {"sglbench_sim": {"time_scale": 0.1}}},
+        "points": [point],
+    }
+    text = bench_cli.format_table(scaled)
+    assert "stand-in time scale 0.1" in text and "rates x10" in text
+    real = {"simulated": False, "meta": {"api": "native", "url": "u", "server_info": {}}, "points": [point]}
+    assert "time scale" not in bench_cli.format_table(real)
