@@ -54,6 +54,8 @@ CAUSE_ADVICE = {
     "start_failed": "systemd could not start the unit: see unit.service and journal.log beside the record.",
     "probe_failed": "The server started but /server_info did not answer: see journal.log.",
     "bench_failed": "The benchmark did not complete: see the record's failure message and journal.log.",
+    "server_exited": "The server exited while it was probed or benchmarked (after starting fine): the "
+    "failure lines are the exception from its journal (journal.log); points measured before are kept.",
 }
 PALETTE = [
     "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22",

@@ -10,6 +10,9 @@ matrix and a tiny load:
    was measured again and its old file moved aside (not deleted), the others were reused untouched;
 3. run 3 changes one config (other argv, so another hash): that config is measured again, its previous
    record and points moved aside as stale; the unchanged config is reused without starting its server.
+
+A second test lets the server die mid-benchmark: the failure is classified from its journal, the points
+measured before are kept, and the campaign goes on.
 """
 
 from __future__ import annotations
@@ -220,3 +223,34 @@ def test_kill_mid_benchmark_then_resume(sim_host: str, tmp_path: Path) -> None:
     assert _read(dflash / "record.json")["identity"]["hash"] == dflash_hash
     assert dflash_starts >= 1 and _starts("sglang-kr-dflash-tp1.service") == dflash_starts
     assert "reused the completed attempt" in (tmp_path / "run3.log").read_text()
+
+
+@pytest.mark.simhost
+def test_server_exit_mid_benchmark_is_classified_and_the_campaign_goes_on(
+    sim_host: str, tmp_path: Path
+) -> None:
+    """The server dies while it is benchmarked (the stand-in's scheduler exception after 12 requests):
+    the attempt is recorded as failed in the bench phase with the cause and evidence from its journal
+    (not only the client's 'connection refused'), the points measured before the exit are kept, and
+    the next config runs."""
+    results = tmp_path / "results"
+    matrix = _matrix()
+    matrix[0]["env"] = {"SGLBENCH_SIM_CRASH_AFTER_REQUESTS": "12"}
+    rc = _run(results, matrix, tmp_path / "run.log")
+    log = (tmp_path / "run.log").read_text()[-4000:]
+    assert rc == 0, log
+    host_dir = results / RUN_ID / "simhost"
+    crashed = _read(host_dir / "kr-ar-tp1" / "record.json")
+    failure = crashed["failure"]
+    assert crashed["outcome"] == "failed", log
+    assert failure["phase"] == "bench" and failure["cause"] == "server_exited", failure
+    assert failure["message"].startswith("the server exited during the bench phase"), failure
+    assert "exit status 1" in failure["message"], failure
+    assert any("illegal memory access" in line for line in failure["lines"]), failure
+    assert failure["unit_state"]["active_state"] == "failed"
+    assert "Scheduler hit an exception" in (host_dir / "kr-ar-tp1" / "journal.log").read_text()
+    points = {p.stem: _read(p) for p in (host_dir / "kr-ar-tp1" / "points").glob("c*.json")}
+    assert any(p["outcome"] == "ok" for p in points.values()), points.keys()  # measured before the exit
+    assert any(p["outcome"] == "failed" for p in points.values()), points.keys()
+    nxt = _read(host_dir / "kr-dflash-tp1" / "record.json")
+    assert nxt["outcome"] == "ok" and len(nxt["benchmark"]["points"]) == len(KEYS)
