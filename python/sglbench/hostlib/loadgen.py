@@ -416,6 +416,17 @@ def _become_child() -> None:
     os.close(devnull)
 
 
+@dataclass
+class _Measured:
+    """What one measured run (a point, or one client process's shard of it) gave."""
+
+    records: list[RequestRecord]
+    wall_s: float
+    cpu_s: float
+    runqueue_wait_s: float | None
+    loop_lag_s: list[float]
+
+
 class LoadRunner:
     """Runs load points against one server through one keep-alive connection pool."""
 
@@ -585,7 +596,7 @@ class LoadRunner:
         spec = self.spec
         seed = spec.seed + repeat
         measured = itertools.islice(prompts_mod.iter_prompts(spec.prompts, seed), spec.num_prompts)
-        n_warm = spec.warmup if spec.warmup is not None else min(point.concurrency or 8, 64)
+        n_warm = self._n_warm(point)
         if spec.flush_cache:
             await self.flush_cache()
         if n_warm > 0:
@@ -600,34 +611,59 @@ class LoadRunner:
         if spec.flush_cache:
             await self.flush_cache()
 
+        stats = metrics_mod.ClientStats()
+        schedule = self._schedule(point, seed, stats)  # before t0: generating it must not delay sends
+        t0_wall = time.time()
+        t0 = _perf()
+        m = await self._measure(measured, spec.num_prompts, point.concurrency, schedule, t0, model)
+        records = m.records
+        stats.wall_s, stats.cpu_s, stats.runqueue_wait_s = m.wall_s, m.cpu_s, m.runqueue_wait_s
+        stats.loop_lag_s = m.loop_lag_s
+        stats.n_sent = sum(1 for r in records if r.sent_s is not None)
+        return await self._finish_point(point, repeat, seed, n_warm, t0_wall, records, stats)
+
+    def _n_warm(self, point: LoadPoint) -> int:
+        """Warmup requests of a point: as given, else one per concurrency slot (8 in rate mode), max 64."""
+        return self.spec.warmup if self.spec.warmup is not None else min(point.concurrency or 8, 64)
+
+    def _schedule(self, point: LoadPoint, seed: int, stats: metrics_mod.ClientStats) -> list[float] | None:
+        """Rate mode: the point's Poisson send times (also noted in ``stats``); closed loop: None."""
+        if point.request_rate is None:
+            return None
+        schedule = poisson_schedule(point.request_rate, self.spec.num_prompts, seed, self.spec.duration_s)
+        stats.target_rate = point.request_rate
+        stats.send_window_s = schedule[-1] if schedule else None
+        return schedule
+
+    async def _measure(
+        self,
+        prompts: Iterable[Prompt],
+        n: int,
+        concurrency: int | None,
+        schedule: list[float] | None,
+        t0: float,
+        model: str | None,
+    ) -> _Measured:
+        """The measured requests of a point (or of one process's shard) from ``t0``, with the client's
+        own CPU, CPU wait and event-loop lag over them. Closed loop without a schedule, else open loop."""
+        spec = self.spec
         records: list[RequestRecord] = []
         lag = _LagMonitor()
         lag.start()
         cpu0 = time.process_time()
         sched0 = runqueue_wait_s()
-        t0_wall = time.time()
-        t0 = _perf()
-        deadline = t0 + spec.duration_s if spec.duration_s else None
-        stats = metrics_mod.ClientStats()
-        if point.request_rate is None:
-            assert point.concurrency is not None
-            await self._closed_loop(
-                measured, spec.num_prompts, point.concurrency, t0, deadline, model, False, records
-            )
+        if schedule is None:
+            assert concurrency is not None
+            deadline = t0 + spec.duration_s if spec.duration_s else None
+            await self._closed_loop(prompts, n, concurrency, t0, deadline, model, False, records)
         else:
-            schedule = poisson_schedule(point.request_rate, spec.num_prompts, seed, spec.duration_s)
-            stats.target_rate = point.request_rate
-            stats.send_window_s = schedule[-1] if schedule else None
-            await self._open_loop(measured, schedule, point.concurrency, t0, model, records)
-        stats.wall_s = _perf() - t0
-        stats.cpu_s = time.process_time() - cpu0
+            await self._open_loop(prompts, schedule, concurrency, t0, model, records)
+        wall = _perf() - t0
+        cpu = time.process_time() - cpu0
         sched1 = runqueue_wait_s()
-        if sched0 is not None and sched1 is not None:
-            stats.runqueue_wait_s = sched1 - sched0
         await lag.stop()
-        stats.loop_lag_s = lag.samples
-        stats.n_sent = sum(1 for r in records if r.sent_s is not None)
-        return await self._finish_point(point, repeat, seed, n_warm, t0_wall, records, stats)
+        wait = sched1 - sched0 if sched0 is not None and sched1 is not None else None
+        return _Measured(records, wall, cpu, wait, lag.samples)
 
     async def _finish_point(
         self,
@@ -687,13 +723,9 @@ class LoadRunner:
         """The point over ``spec.procs`` forked client processes; records and client stats merged."""
         spec = self.spec
         seed = spec.seed + repeat
-        n_warm = spec.warmup if spec.warmup is not None else min(point.concurrency or 8, 64)
+        n_warm = self._n_warm(point)
         stats = metrics_mod.ClientStats()
-        schedule = None
-        if point.request_rate is not None:
-            schedule = poisson_schedule(point.request_rate, spec.num_prompts, seed, spec.duration_s)
-            stats.target_rate = point.request_rate
-            stats.send_window_s = schedule[-1] if schedule else None
+        schedule = self._schedule(point, seed, stats)
         shards = self._shards(point, seed, n_warm, schedule)
         where = f"point {point.label()} repeat {repeat}"
         if spec.flush_cache:
@@ -820,38 +852,21 @@ class LoadRunner:
 
     async def _shard_measure(self, shard: _Shard, t0: float, model: str | None) -> dict[str, Any]:
         """One child's measured share, timed against the common ``t0``; idx mapped back to the point's."""
-        spec = self.spec
-        records: list[RequestRecord] = []
-        lag = _LagMonitor()
-        lag.start()
-        cpu0 = time.process_time()
-        sched0 = runqueue_wait_s()
-        deadline = t0 + spec.duration_s if spec.duration_s else None
-        if shard.schedule is None:
-            assert shard.concurrency is not None
-            await self._closed_loop(
-                shard.prompts, shard.n, shard.concurrency, t0, deadline, model, False, records
-            )
-        else:
-            await self._open_loop(shard.prompts, shard.schedule, shard.concurrency, t0, model, records)
-        wall = _perf() - t0
-        cpu = time.process_time() - cpu0
-        sched1 = runqueue_wait_s()
-        await lag.stop()
-        for rec in records:  # local position j of this shard = request k + j*P of the point
+        m = await self._measure(shard.prompts, shard.n, shard.concurrency, shard.schedule, t0, model)
+        for rec in m.records:  # local position j of this shard = request k + j*P of the point
             rec.idx = shard.k + rec.idx * shard.procs
         return {
-            "records": records,
-            "loop_lag_s": lag.samples,
+            "records": m.records,
+            "loop_lag_s": m.loop_lag_s,
             "connections_opened": self.client.connections_opened,
             "proc": {
                 "proc": shard.k,
-                "cpu_s": cpu,
-                "wall_s": wall,
-                "runqueue_wait_s": sched1 - sched0 if sched0 is not None and sched1 is not None else None,
-                "n_requests": len(records),
-                "n_sent": sum(1 for r in records if r.sent_s is not None),
-                "loop_lag_ms_p99": metrics_mod.distribution(lag.samples, 1000.0)["p99"],
+                "cpu_s": m.cpu_s,
+                "wall_s": m.wall_s,
+                "runqueue_wait_s": m.runqueue_wait_s,
+                "n_requests": len(m.records),
+                "n_sent": sum(1 for r in m.records if r.sent_s is not None),
+                "loop_lag_ms_p99": metrics_mod.distribution(m.loop_lag_s, 1000.0)["p99"],
             },
         }
 
