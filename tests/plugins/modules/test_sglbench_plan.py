@@ -57,6 +57,19 @@ class Exit(Exception):
         self.result = result
 
 
+def _capture_exits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """exit_json / fail_json raise Exit("exit" | "fail", result) instead of ending the process."""
+
+    def exit_json(self: Any, **kwargs: Any) -> None:
+        raise Exit("exit", kwargs)
+
+    def fail_json(self: Any, **kwargs: Any) -> None:
+        raise Exit("fail", kwargs)
+
+    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
+    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
+
+
 class FakeHost:
     """Stands in for run_command: the SGLang probe and nvidia-smi."""
 
@@ -92,14 +105,7 @@ def host(monkeypatch: pytest.MonkeyPatch) -> FakeHost:
 
     monkeypatch.setattr(basic.AnsibleModule, "run_command", run_command)
 
-    def exit_json(self: Any, **kwargs: Any) -> None:
-        raise Exit("exit", kwargs)
-
-    def fail_json(self: Any, **kwargs: Any) -> None:
-        raise Exit("fail", kwargs)
-
-    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
-    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
+    _capture_exits(monkeypatch)
     return fake
 
 
@@ -288,14 +294,7 @@ def sim_host(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, str]:
     for key in ("PYTHONPATH", "SGLBENCH_SIM_STATE_DIR", "SGLBENCH_SIM_TIME_SCALE"):
         monkeypatch.setenv(key, env[key])
 
-    def exit_json(self: Any, **kwargs: Any) -> None:
-        raise Exit("exit", kwargs)
-
-    def fail_json(self: Any, **kwargs: Any) -> None:
-        raise Exit("fail", kwargs)
-
-    monkeypatch.setattr(basic.AnsibleModule, "exit_json", exit_json)
-    monkeypatch.setattr(basic.AnsibleModule, "fail_json", fail_json)
+    _capture_exits(monkeypatch)
     return env
 
 
