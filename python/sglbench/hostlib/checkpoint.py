@@ -103,12 +103,18 @@ def safetensors_loaded_bytes(paths: list[str], load_bytes: float = 2.0, keep_mtp
 def weights_from_dir(
     model_dir: str, tp: int = 1, load_bytes: float = 2.0, keep_mtp: bool = False
 ) -> WeightsEstimate | None:
-    """Weight memory from a checkpoint directory; None if it holds no weights."""
+    """Weight memory from a checkpoint directory; None if it holds no weights.
+
+    A Hugging Face cache snapshot (``snapshots/<commit>``, files symlinked into ``blobs/``) works as is;
+    dangling links are ignored, and when shards the index lists are missing (a partial download) the
+    index's total size is used instead of the headers of the shards that are there.
+    """
     if not model_dir or not os.path.isdir(model_dir):
         return None
-    names = sorted(os.listdir(model_dir))
+    names = sorted(n for n in os.listdir(model_dir) if os.path.isfile(os.path.join(model_dir, n)))
     shards = [os.path.join(model_dir, n) for n in names if n.endswith(".safetensors")]
-    if shards:
+    missing = _missing_indexed_shards(model_dir, names)
+    if shards and not missing:
         try:
             total = safetensors_loaded_bytes(shards, load_bytes=load_bytes, keep_mtp=keep_mtp)
             return WeightsEstimate(
@@ -130,7 +136,8 @@ def weights_from_dir(
                     size / GiB,
                     size / GiB / tp,
                     "index-total-size",
-                    "model.safetensors.index.json metadata.total_size (as stored)",
+                    "model.safetensors.index.json metadata.total_size (as stored)"
+                    + (f"; {len(missing)} indexed shard(s) not on disk" if missing else ""),
                 )
         except (OSError, ValueError):
             pass
@@ -141,6 +148,18 @@ def weights_from_dir(
             size / GiB, size / GiB / tp, "file-sizes", f"sum of {len(files)} weight file sizes"
         )
     return None
+
+
+def _missing_indexed_shards(model_dir: str, names: list[str]) -> list[str]:
+    """Shard files ``model.safetensors.index.json`` maps tensors to that are not in ``names``."""
+    try:
+        with open(os.path.join(model_dir, "model.safetensors.index.json"), encoding="utf-8") as fh:
+            weight_map = json.load(fh).get("weight_map")
+    except (OSError, ValueError, AttributeError):
+        return []
+    if not isinstance(weight_map, dict):
+        return []
+    return sorted({str(f) for f in weight_map.values()} - set(names))
 
 
 def bytes_per_param(cfg: dict[str, Any], model_dtype_bytes: float = 2.0) -> float:

@@ -4,15 +4,22 @@ Stdlib only; ships to the host as ``ansible.module_utils.sglbench_model_identity
 ``sglbench_plan`` module, which already reads the same directories). Per directory: sha256 of
 ``config.json``, of ``generation_config.json`` and of the safetensors index (when present), and the
 names and sizes of the weight files (no weight bytes are read: a re-downloaded or re-quantised
-checkpoint changes sizes or the index). A Hugging Face repo id that is not a local directory is
-identified by its name only.
+checkpoint changes sizes or the index). A Hugging Face hub id (``org/name``) that is not a local
+directory is identified by its cached snapshot (``hostlib/hf_cache.py``, in the Hugging Face cache of the
+unit's environment) plus ``hub: {id, revision, commit_hash}``; one that is not cached by its name only.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Mapping
 from typing import Any
+
+try:  # on the GPU host: shipped as ansible module_utils
+    from ansible.module_utils import sglbench_hf_cache as hf_cache  # type: ignore[import-not-found]
+except ImportError:  # controller, sim, tests
+    from sglbench.hostlib import hf_cache
 
 HASHED_FILES = (
     "config.json",
@@ -23,6 +30,8 @@ HASHED_FILES = (
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf")
 MODEL_FLAGS = ("--model-path", "--model")
 DRAFT_FLAGS = ("--speculative-draft-model-path", "--speculative-draft-model")
+REVISION_FLAGS = ("--revision",)
+DRAFT_REVISION_FLAGS = ("--speculative-draft-model-revision",)
 
 
 def _sha256_file(path: str) -> str | None:
@@ -77,11 +86,35 @@ def flag_value(argv: list[str], flags: tuple[str, ...]) -> str | None:
     return found
 
 
-def models_identity(argv: list[str]) -> dict[str, Any]:
-    """``{"model": identity, "draft": identity or None}`` of an SGLang launch command line."""
+def model_identity(
+    ref: str, revision: str | None = None, env: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """:func:`directory_identity` of a model path; a cached hub id's is its snapshot's, with ``path`` the id
+    and ``hub: {id, revision, commit_hash}``.
+
+    Anything else (a local directory, a missing path, a hub id that is not cached) gives exactly
+    ``directory_identity(ref)``, as before hub ids were resolved, so those attempt hashes do not change.
+    """
+    try:
+        resolved = hf_cache.resolve(ref, revision, env)
+    except hf_cache.NotCachedError:
+        return directory_identity(ref)  # not on the host: its name (argv, also hashed, has the revision)
+    if not resolved.from_hub:
+        return directory_identity(ref)
+    ident = directory_identity(resolved.path)
+    ident["path"] = ref
+    ident["hub"] = {"id": ref, "revision": resolved.revision, "commit_hash": resolved.commit_hash}
+    return ident
+
+
+def models_identity(argv: list[str], env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """``{"model": identity, "draft": identity or None}`` of an SGLang launch command line.
+
+    ``env``: the server's environment, for the Hugging Face cache of hub ids (default ``os.environ``).
+    """
     model = flag_value(argv, MODEL_FLAGS)
     draft = flag_value(argv, DRAFT_FLAGS)
     return {
-        "model": directory_identity(model) if model else None,
-        "draft": directory_identity(draft) if draft else None,
+        "model": model_identity(model, flag_value(argv, REVISION_FLAGS), env) if model else None,
+        "draft": model_identity(draft, flag_value(argv, DRAFT_REVISION_FLAGS), env) if draft else None,
     }

@@ -88,3 +88,64 @@ def test_fp8_checkpoint_estimate_uses_about_one_byte_per_param():
     args = sglang_args.parse_launch_args_or_raise(["--model-path", "x", "--tp-size", "8"])
     p = capacity.plan(args, cfg, None, 141.0)
     assert p.weights_gib == pytest.approx(671e9 * 1.05 / GiB / 8, rel=0.03)
+
+
+# --- Hugging Face cache snapshots (files are symlinks into blobs/) -----------------------------------
+
+
+def _header_only(tensors: dict[str, tuple[str, list[int]]], tmp_path: Path) -> bytes:
+    write_safetensors(tmp_path / "scratch.safetensors", tensors)
+    data = (tmp_path / "scratch.safetensors").read_bytes()
+    (tmp_path / "scratch.safetensors").unlink()
+    return data
+
+
+def test_weights_from_a_cache_snapshot_follow_the_blob_links(tmp_path, hub_cache):
+    shard = _header_only({"model.layers.0.w": ("BF16", [1024, 1024])}, tmp_path)
+    snapshot = hub_cache.add("org/m", {"config.json": "{}", "model.safetensors": shard})
+    assert (snapshot / "model.safetensors").is_symlink()
+    est = checkpoint.weights_from_dir(str(snapshot), tp=1)
+    assert est.source == "safetensors-headers" and est.total_gib == pytest.approx(2 * 1024 * 1024 / GiB)
+
+
+def test_dangling_links_are_ignored(tmp_path, hub_cache):
+    snapshot = hub_cache.add("org/m", {"config.json": "{}", "pytorch_model.bin": b"x" * 4096})
+    (snapshot / "model-00002.bin").symlink_to("../../blobs/deleted")
+    est = checkpoint.weights_from_dir(str(snapshot), tp=1)
+    assert est.source == "file-sizes" and est.total_gib == pytest.approx(4096 / GiB)
+    assert est.detail == "sum of 1 weight file sizes"
+
+
+def test_partial_download_uses_the_index_total_not_the_shards_present(tmp_path, hub_cache):
+    shard = _header_only({"model.layers.0.w": ("BF16", [1024, 1024])}, tmp_path)
+    index = {
+        "metadata": {"total_size": 3 * GiB},
+        "weight_map": {"a": "model-00001-of-00002.safetensors", "b": "model-00002-of-00002.safetensors"},
+    }
+    snapshot = hub_cache.add(
+        "org/m",
+        {"model-00001-of-00002.safetensors": shard, "model.safetensors.index.json": json.dumps(index)},
+    )
+    est = checkpoint.weights_from_dir(str(snapshot), tp=1)
+    assert (est.source, est.total_gib) == ("index-total-size", 3.0)
+    assert "1 indexed shard(s) not on disk" in est.detail
+    # complete: the headers win again
+    (snapshot / "model-00002-of-00002.safetensors").symlink_to(snapshot / "model-00001-of-00002.safetensors")
+    assert checkpoint.weights_from_dir(str(snapshot), tp=1).source == "safetensors-headers"
+
+
+def test_plan_command_sizes_a_hub_id_from_its_snapshot(hub_cache):
+    index = {"metadata": {"total_size": 16 * GiB}}
+    hub_cache.add(
+        "meta-llama/Llama-3.1-8B-Instruct",
+        {
+            "config.json": (MODELS / "llama-3.1-8b-instruct" / "config.json").read_text(),
+            "model.safetensors.index.json": json.dumps(index),
+        },
+    )
+    p = capacity.plan_command(
+        ["--model-path", "meta-llama/Llama-3.1-8B-Instruct", "--tp-size", "2"],
+        gpu="H100",
+        env={"HF_HUB_CACHE": str(hub_cache.root)},
+    )
+    assert (p.weights_source, p.weights_gib) == ("index-total-size", 8.0)

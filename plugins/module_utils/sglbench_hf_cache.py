@@ -1,0 +1,1 @@
+../../python/sglbench/hostlib/hf_cache.py
