@@ -19,9 +19,10 @@ _PYTHON_SRC = str(Path(__file__).resolve().parents[2] / "python")
 if _PYTHON_SRC not in sys.path:  # the checkout's package, even when sglbench is not installed
     sys.path.insert(0, _PYTHON_SRC)
 
+from sglbench.hostlib.sglang_facts import ATTEMPT_SCHEMA  # noqa: E402  (declared once)
 from sglbench.resume import write_atomic  # noqa: E402  (one atomic writer on the controller)
 
-SCHEMA = "sglbench.attempt/1"
+SCHEMA = ATTEMPT_SCHEMA
 
 
 def _text(name: str, content: Any) -> str:

@@ -1,17 +1,31 @@
 """Controller-side Jinja filters for the SGLang matrix: validation, instances, ExecStart quoting.
 
-Pure functions with no dependency beyond the standard library, so ``ansible-playbook`` never needs
-the ``sglbench`` package installed. Used by the ``sglang_preflight`` and ``sglang_units`` roles;
+Pure functions over the standard library and the checkout's ``sglbench.hostlib.sglang_facts`` (the
+speculative-algorithm table, itself stdlib only), so ``ansible-playbook`` never needs the
+``sglbench`` package installed. Used by the ``sglang_preflight`` and ``sglang_units`` roles;
 tested in ``tests/plugins/filter/test_sglbench_filter.py``.
 """
 
 from __future__ import annotations
 
 import re
+import sys
+from pathlib import Path
 from typing import Any
 
-ALGORITHMS = ("none", "EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM", "DFLASH", "DDTREE")
-DRAFT_ALGORITHMS = ("EAGLE", "EAGLE3", "STANDALONE", "DFLASH", "DDTREE")
+_PYTHON_SRC = str(Path(__file__).resolve().parents[2] / "python")
+if _PYTHON_SRC not in sys.path:  # the checkout's package, even when sglbench is not installed
+    sys.path.insert(0, _PYTHON_SRC)
+
+from sglbench.hostlib import sglang_facts  # noqa: E402
+
+ALGORITHMS = sglang_facts.MATRIX_ALGORITHMS
+DRAFT_ALGORITHMS = tuple(a.name for a in sglang_facts.SPEC_TABLE if a.needs_draft_model)
+# Algorithms that take no draft checkpoint at all (a draft_model_path given for them is a mistake).
+NO_DRAFT_ALGORITHMS = (
+    sglang_facts.NO_SPEC,
+    *(a.name for a in sglang_facts.SPEC_TABLE if not a.uses_draft_model),
+)
 CONFIG_KEYS = (
     "name",
     "model_path",
@@ -108,13 +122,13 @@ def matrix_errors(matrix: Any, gpu_count: Any, port_base: int = 30000) -> list[s
             seen_names[name] = i
         if not isinstance(cfg.get("model_path"), str) or not cfg.get("model_path"):
             err("model_path", "required: the model directory on the GPU host")
-        algorithm = cfg.get("algorithm", "none")
+        algorithm = cfg.get("algorithm", sglang_facts.NO_SPEC)
         if algorithm not in ALGORITHMS:
             err("algorithm", f"{algorithm!r} is not one of {', '.join(ALGORITHMS)}")
         draft = cfg.get("draft_model_path") or ""
         if algorithm in DRAFT_ALGORITHMS and not draft:
             err("draft_model_path", f"required for algorithm {algorithm} (the draft model directory)")
-        if algorithm in ("none", "NGRAM") and draft:
+        if algorithm in NO_DRAFT_ALGORITHMS and draft:
             err("draft_model_path", f"given but algorithm {algorithm} uses no draft model; remove it")
         tps = cfg.get("tp")
         if not isinstance(tps, list) or not tps:
@@ -240,8 +254,8 @@ def launch_argv(cfg: dict[str, Any], tp: int, settings: dict[str, Any]) -> list[
         "--port",
         str(int(settings["port"])),
     ]
-    algorithm = cfg.get("algorithm", "none")
-    if algorithm and algorithm != "none":
+    algorithm = cfg.get("algorithm", sglang_facts.NO_SPEC)
+    if algorithm and algorithm != sglang_facts.NO_SPEC:
         argv += ["--speculative-algorithm", str(algorithm)]
         if cfg.get("draft_model_path"):
             argv += ["--speculative-draft-model-path", str(cfg["draft_model_path"])]
@@ -308,7 +322,7 @@ def instances(matrix: list[dict[str, Any]], settings: dict[str, Any]) -> list[di
                     "port": port,
                     "gpus": gpus,
                     "cuda_visible_devices": ",".join(str(g) for g in gpus),
-                    "algorithm": cfg.get("algorithm", "none"),
+                    "algorithm": cfg.get("algorithm", sglang_facts.NO_SPEC),
                     "model_path": cfg["model_path"],
                     "draft_model_path": cfg.get("draft_model_path") or None,
                     "args": dict(cfg.get("args") or {}),

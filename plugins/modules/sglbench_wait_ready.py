@@ -107,7 +107,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.sglbench_readiness import READY, UNIT_ENDED, wait_ready
-from ansible.module_utils.sglbench_server_api import endpoint_url, http_status
+from ansible.module_utils.sglbench_server_api import HEALTH_ENDPOINT, endpoint_url, http_status
 from ansible.module_utils.sglbench_systemd_unit import read_unit_state
 
 
@@ -116,7 +116,7 @@ def build_module() -> AnsibleModule:
         argument_spec={
             "unit": {"type": "str", "required": True},
             "url": {"type": "str", "required": True},
-            "endpoint": {"type": "str", "default": "/health_generate"},
+            "endpoint": {"type": "str", "default": HEALTH_ENDPOINT},
             "timeout": {"type": "float", "default": 900.0},
             "interval": {"type": "float", "default": 0.2},
             "probe_timeout": {"type": "float", "default": 2.0},

@@ -17,10 +17,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-ATTEMPT_SCHEMA = "sglbench.attempt/1"
-BENCH_SCHEMA = "sglbench.bench/1"
+from sglbench.hostlib import sglang_facts
+
+ATTEMPT_SCHEMA = sglang_facts.ATTEMPT_SCHEMA
+BENCH_SCHEMA = sglang_facts.BENCH_SCHEMA
 OUTCOMES = ("ok", "skipped", "failed")
-BASELINE_ALGORITHMS = ("none", "", None)
+BASELINE_ALGORITHMS = (sglang_facts.NO_SPEC, "", None)
 # Files beside record.json that may hold per-request rows (first found wins).
 REQUEST_FILES = ("requests.parquet", "requests.jsonl", "bench/requests.parquet", "bench/requests.jsonl")
 # File beside record.json that may hold the benchmark summary when the record's field is empty.

@@ -27,11 +27,12 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from sglbench.hostlib import sglang_facts
 from sglbench.hostlib.atomic_file import write_atomic  # the one atomic writer (also shipped to hosts)
 
-IDENTITY_SCHEMA = "sglbench.identity/1"
-POINT_SCHEMA = "sglbench.point/1"
-BENCH_SCHEMA = "sglbench.bench/1"
+IDENTITY_SCHEMA = sglang_facts.IDENTITY_SCHEMA
+POINT_SCHEMA = sglang_facts.POINT_SCHEMA
+BENCH_SCHEMA = sglang_facts.BENCH_SCHEMA
 POINTS_DIR = "points"
 INCOMING_DIR = ".incoming"
 PREVIOUS_DIR = "previous"

@@ -58,12 +58,14 @@ try:  # on the GPU host: shipped as ansible module_utils
     from ansible.module_utils import sglbench_metrics as metrics_mod  # type: ignore[attr-defined]
     from ansible.module_utils import sglbench_prompts as prompts_mod  # type: ignore[attr-defined]
     from ansible.module_utils import sglbench_server_api as server_api  # type: ignore[attr-defined]
+    from ansible.module_utils import sglbench_sglang_facts as facts  # type: ignore[attr-defined]
 except ImportError:  # controller, sim, tests
     from sglbench.hostlib import loadgen_api as api_mod
     from sglbench.hostlib import loadgen_http as http_mod
     from sglbench.hostlib import metrics as metrics_mod
     from sglbench.hostlib import prompts as prompts_mod
     from sglbench.hostlib import server_api
+    from sglbench.hostlib import sglang_facts as facts
 
 Prompt = prompts_mod.Prompt
 RequestRecord = api_mod.RequestRecord
@@ -74,7 +76,7 @@ Endpoint = http_mod.Endpoint
 
 _perf = time.perf_counter
 
-SUMMARY_SCHEMA = "sglbench.bench/1"
+SUMMARY_SCHEMA = facts.BENCH_SCHEMA
 DEFAULT_MAX_CONCURRENCY = 64  # ladder cap when neither the user nor the server gives one
 LOOP_LAG_INTERVAL_S = 0.01
 FLUSH_RETRIES = 5
@@ -452,11 +454,20 @@ class LoadRunner:
         obj = api_mod.decode_json_body(resp.body)
         return obj if isinstance(obj, dict) else None
 
+    async def _first_json(self, paths: tuple[str, ...]) -> dict[str, Any] | None:
+        """The first non-empty JSON object of ``paths`` (newest spelling first), else the last answer."""
+        obj = None
+        for path in paths:
+            obj = await self.get_json(path)
+            if obj:
+                break
+        return obj
+
     async def flush_cache(self) -> bool:
         """POST /flush_cache; SGLang refuses while requests run, so retry briefly."""
         for attempt in range(FLUSH_RETRIES):
             try:
-                resp = await self.client.request("POST", "/flush_cache", b"", timeout=60.0)
+                resp = await self.client.request("POST", facts.FLUSH_CACHE, b"", timeout=60.0)
             except HttpError:
                 resp = None
             if resp is not None and resp.status == 200:
@@ -465,20 +476,20 @@ class LoadRunner:
                 break
             await asyncio.sleep(0.2 * (attempt + 1))
         self.flush_failures += 1
-        self.progress(f"warning: POST {self.endpoint.url('/flush_cache')} failed; caches were not reset")
+        self.progress(f"warning: POST {self.endpoint.url(facts.FLUSH_CACHE)} failed; caches were not reset")
         return False
 
     async def preflight(self) -> dict[str, Any]:
         """Check reachability and auth; return server facts (server_info, model, simulated)."""
         try:
-            await self.client.request("GET", "/health", timeout=30.0)
+            await self.client.request("GET", facts.HEALTH, timeout=30.0)
         except HttpError as exc:
             raise LoadgenError(str(exc)) from None
-        server_info = await self.get_json("/server_info") or await self.get_json("/get_server_info")
-        model_info = await self.get_json("/model_info") or await self.get_json("/get_model_info")
+        server_info = await self._first_json(facts.SERVER_INFO_ENDPOINTS)
+        model_info = await self._first_json(facts.MODEL_INFO_ENDPOINTS)
         model = self.spec.model
         if model is None and self.spec.api != "native":
-            models = await self.get_json("/v1/models")
+            models = await self.get_json(facts.V1_MODELS)
             data = (models or {}).get("data") or []
             if data and isinstance(data[0], dict) and data[0].get("id"):
                 model = str(data[0]["id"])
@@ -676,7 +687,7 @@ class LoadRunner:
         stats: metrics_mod.ClientStats,
     ) -> PointResult:
         spec = self.spec
-        info = await self.get_json("/server_info") if any(r.spec_verify_ct for r in records) else None
+        info = await self.get_json(facts.SERVER_INFO) if any(r.spec_verify_ct for r in records) else None
         summary = metrics_mod.summarize_point(
             records, slo=spec.slo, client=stats, server_accept_length=server_accept_length(info)
         )
@@ -1000,7 +1011,7 @@ class LoadRunner:
 async def _fetch_server_info(url: str, api_key: str | None, timeout: float) -> dict[str, Any]:
     client = HttpClient(Endpoint.from_url(url), api_key=api_key, connect_timeout=timeout)
     try:
-        for path in ("/server_info", "/get_server_info"):
+        for path in facts.SERVER_INFO_ENDPOINTS:
             try:
                 resp = await client.request("GET", path, timeout=timeout)
             except HttpError as exc:
@@ -1009,7 +1020,7 @@ async def _fetch_server_info(url: str, api_key: str | None, timeout: float) -> d
                 obj = api_mod.decode_json_body(resp.body)
                 if isinstance(obj, dict):
                     return obj
-        raise LoadgenError(f"{Endpoint.from_url(url).url('/server_info')} gave no JSON server info")
+        raise LoadgenError(f"{Endpoint.from_url(url).url(facts.SERVER_INFO)} gave no JSON server info")
     finally:
         await client.close()
 

@@ -30,16 +30,14 @@ from typing import Any
 
 try:  # on the GPU host: shipped as ansible module_utils
     from ansible.module_utils import sglbench_prompts as prompts_mod  # type: ignore[attr-defined]
+    from ansible.module_utils import sglbench_sglang_facts as facts  # type: ignore[attr-defined]
 except ImportError:  # controller, sim, tests
     from sglbench.hostlib import prompts as prompts_mod
+    from sglbench.hostlib import sglang_facts as facts
 
 Prompt = prompts_mod.Prompt
 
-API_PATHS: dict[str, str] = {
-    "native": "/generate",
-    "openai": "/v1/completions",
-    "openai-chat": "/v1/chat/completions",
-}
+API_PATHS: dict[str, str] = facts.API_PATHS
 APIS: tuple[str, ...] = tuple(API_PATHS)
 
 _CT_KEY = b'"completion_tokens"'

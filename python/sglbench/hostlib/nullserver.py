@@ -28,6 +28,11 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
+try:  # on the GPU host: shipped as ansible module_utils
+    from ansible.module_utils import sglbench_sglang_facts as facts  # type: ignore[import-not-found]
+except ImportError:  # controller, sim, tests
+    from sglbench.hostlib import sglang_facts as facts
+
 NULL_SERVER_MARKER = "sglbench_null_server"
 
 
@@ -177,7 +182,7 @@ def _chunk(data: bytes) -> bytes:
     return b"%x\r\n%s\r\n" % (len(data), data)
 
 
-_ROUTES = {"/generate": "native", "/v1/completions": "completions", "/v1/chat/completions": "chat"}
+_ROUTES = {facts.GENERATE: "native", facts.V1_COMPLETIONS: "completions", facts.V1_CHAT_COMPLETIONS: "chat"}
 
 
 class _NullProtocol(asyncio.Protocol):
@@ -251,15 +256,15 @@ class _NullProtocol(asyncio.Protocol):
 
     def _handle(self, method: str, path: str, headers: dict[str, str], body: bytes) -> None:
         st = self.state
-        if path in ("/health", "/health_generate"):
+        if path in facts.HEALTH_ENDPOINTS:
             self._simple(200, b"")
-        elif path in ("/server_info", "/get_server_info"):
+        elif path in facts.SERVER_INFO_ENDPOINTS:
             self._json(200, st.server_info())
-        elif path in ("/model_info", "/get_model_info"):
+        elif path in facts.MODEL_INFO_ENDPOINTS:
             self._json(200, {"model_path": "sglbench-null", "is_generation": True, NULL_SERVER_MARKER: True})
-        elif path == "/v1/models":
+        elif path == facts.V1_MODELS:
             self._json(200, {"object": "list", "data": [{"id": "sglbench-null", "object": "model"}]})
-        elif path == "/flush_cache":
+        elif path == facts.FLUSH_CACHE:
             st.flushes += 1
             st.tokens_since_flush = 0
             st.steps_since_flush = 0

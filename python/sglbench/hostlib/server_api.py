@@ -12,8 +12,13 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-HEALTH_ENDPOINT = "/health_generate"
-SERVER_INFO_ENDPOINTS = ("/server_info", "/get_server_info")
+try:  # on the GPU host: shipped as ansible module_utils
+    from ansible.module_utils import sglbench_sglang_facts as facts  # type: ignore[import-not-found]
+except ImportError:  # controller, sim, tests
+    from sglbench.hostlib import sglang_facts as facts
+
+HEALTH_ENDPOINT = facts.READY_ENDPOINT
+SERVER_INFO_ENDPOINTS = facts.SERVER_INFO_ENDPOINTS
 
 # Keys whose values are never returned (matched case-insensitively on the key name).
 SECRET_KEY_PARTS = ("api_key", "token", "password", "secret", "credential")
@@ -155,7 +160,11 @@ def _int(value: Any) -> int | None:
     return None if num is None else int(num)
 
 
-def normalise_server_info(payload: dict[str, Any], endpoint: str = "/server_info") -> dict[str, Any]:
+def _first(*values: Any) -> Any:
+    return next((v for v in values if v is not None), None)
+
+
+def normalise_server_info(payload: dict[str, Any], endpoint: str = facts.SERVER_INFO) -> dict[str, Any]:
     """The whitelisted, typed view of an SGLang ``/server_info`` payload (no secrets, no raw dump).
 
     Capacity comes from ``internal_states[0]`` when present (``memory_usage.token_capacity``,
@@ -198,7 +207,8 @@ def normalise_server_info(payload: dict[str, Any], endpoint: str = "/server_info
         "page_size": _int(pick("page_size")),
         "kv_cache_dtype": pick("kv_cache_dtype"),
         "disable_cuda_graph": pick("disable_cuda_graph"),
-        "cuda_graph_max_bs": _int(pick("cuda_graph_max_bs")),
+        # 0.5.14+ name the fields cuda_graph_max_bs_decode / mamba_radix_cache_strategy
+        "cuda_graph_max_bs": _int(_first(pick("cuda_graph_max_bs"), pick("cuda_graph_max_bs_decode"))),
         "memory_usage_gib": {
             "weight": _num(mem.get("weight")),
             "kvcache": _num(mem.get("kvcache")),
@@ -208,7 +218,9 @@ def normalise_server_info(payload: dict[str, Any], endpoint: str = "/server_info
         "mamba": {
             "max_mamba_cache_size": _int(pick("max_mamba_cache_size")),
             "mamba_ssm_dtype": pick("mamba_ssm_dtype"),
-            "mamba_scheduler_strategy": pick("mamba_scheduler_strategy"),
+            "mamba_scheduler_strategy": _first(
+                pick("mamba_scheduler_strategy"), pick("mamba_radix_cache_strategy")
+            ),
         },
         "speculative": {
             "algorithm": algorithm,

@@ -1,0 +1,1 @@
+../../python/sglbench/hostlib/sglang_facts.py
