@@ -58,8 +58,9 @@ COPY sglbench /usr/lib/python3/dist-packages/sglbench
 COPY sglang /usr/lib/python3/dist-packages/sglang
 COPY nvidia-smi /usr/local/bin/nvidia-smi
 COPY models /models
-RUN chmod 0755 /usr/local/bin/nvidia-smi && python3 -c "import sglang.launch_server, sglbench.sim" \
- && systemctl mask systemd-logind.service getty.target console-getty.service 2>/dev/null || true
+RUN chmod 0755 /usr/local/bin/nvidia-smi \
+ && python3 -c "import sglang.launch_server, sglang.srt.server_args, sglbench.sim" \
+ && (systemctl mask systemd-logind.service getty.target console-getty.service 2>/dev/null || true)
 STOPSIGNAL SIGRTMIN+3
 CMD ["/lib/systemd/systemd"]
 CONTAINERFILE

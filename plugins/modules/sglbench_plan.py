@@ -10,7 +10,10 @@ description:
   - Runs the sglbench capacity planner (module_utils C(sglbench_capacity), the same code as C(sglbench plan))
     on the GPU host for one config, from the real inputs there, before the server starts.
   - Inputs read on the host - the target and draft C(config.json) and checkpoint size on disk (from the
-    C(--model-path) / C(--speculative-draft-model-path) of I(argv)), the GPUs' memory from
+    C(--model-path) / C(--speculative-draft-model-path) of I(argv); a Hugging Face hub id such as C(org/name)
+    is read from its snapshot in the Hugging Face cache that I(environment) selects - C(HF_HUB_CACHE),
+    C(HUGGINGFACE_HUB_CACHE), C(HF_HOME), C(XDG_CACHE_HOME), else the module's own environment - at
+    C(--revision) / C(--speculative-draft-model-revision); never downloaded), the GPUs' memory from
     C(nvidia-smi --query-gpu=index,memory.total,memory.used,memory.free) (the smallest figure over I(gpus)),
     and the installed SGLang, found by running I(sglang_python) with I(environment) (the unit's environment).
   - The accounting variant is, in order, I(accounting), the C(sglang.__sglbench_accounting__) marker (set only
@@ -59,9 +62,18 @@ options:
       Python that imports SGLang. Default - the first word of I(argv) when it is not a flag, else python3.
     type: str
   environment:
-    description: Environment of the unit (e.g. C(SGLBENCH_SIM_ACCOUNTING) on a sim host) for the SGLang probe.
+    description: >-
+      Environment of the unit (e.g. C(SGLBENCH_SIM_ACCOUNTING) on a sim host) for the SGLang probe, and for
+      the Hugging Face cache of hub-id model paths (C(HF_HUB_CACHE), C(HF_HOME), ...) over the module's own.
     type: dict
     default: {}
+  sglang_flags:
+    description:
+      - The installed SGLang's launch flags as a catalog (schema sglbench.sglang_catalog/1), as read by
+        C(sglbench_sglang_flags) in preflight. The command line is checked against that release; a flag
+        it does not have fails the plan naming the release, the nearest flag and any rename.
+      - Without it the command line is accepted when any catalogued release accepts it.
+    type: dict
   accounting:
     description: Force the accounting variant (A, B or C) instead of detecting it from the installed SGLang.
     type: str
@@ -164,7 +176,8 @@ inputs:
 models:
   description: >-
     Identity of the target and draft model directories (sha256 of config.json and friends, weight file
-    names and sizes) for the attempt's identity hash (docs/records.md, "Resumable results").
+    names and sizes; for a cached hub id those of its snapshot plus C(hub) - id, revision, commit_hash) for
+    the attempt's identity hash (docs/records.md, "Resumable results").
   type: dict
   returned: always
 error:
@@ -172,6 +185,8 @@ error:
   type: str
   returned: when planning failed under policy force
 """
+
+import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.sglbench_capacity import PlanError, plan_command
@@ -197,6 +212,7 @@ from ansible.module_utils.sglbench_plan_policy import (
     launch_flags,
 )
 from ansible.module_utils.sglbench_sglang_args import SglangArgsError, parse_launch_args_or_raise
+from ansible.module_utils.sglbench_sglang_catalog import CatalogError, catalog_from_dict
 
 
 def build_module() -> AnsibleModule:
@@ -209,6 +225,7 @@ def build_module() -> AnsibleModule:
             "autotune_bounds": {"type": "dict", "default": {}},
             "sglang_python": {"type": "str"},
             "environment": {"type": "dict", "default": {}},
+            "sglang_flags": {"type": "dict"},
             "accounting": {"type": "str", "choices": ["A", "B", "C"]},
             "gpu_mem_gib": {"type": "float"},
             "free_gib": {"type": "float"},
@@ -268,11 +285,19 @@ def run(module: AnsibleModule) -> None:
         p["argv"][0] if p["argv"] and not p["argv"][0].startswith("--") else "python3"
     )
     ctx = {"unit_argv": p["argv"], "gpus": p["gpus"]}
+    # the server's environment as far as the Hugging Face cache goes (HF_HOME, HF_HUB_CACHE, ...)
+    hf_env = {**os.environ, **{str(k): str(v) for k, v in p["environment"].items()}}
     try:
         if not flags:
             raise PlanError("argv", "no launch_server flags found (expected at least --model-path)")
+        catalog = None
+        if p["sglang_flags"]:
+            try:
+                catalog = catalog_from_dict(p["sglang_flags"], "sglang_flags")
+            except CatalogError as exc:
+                raise PlanError("sglang_flags", str(exc)) from None
         try:
-            tp = int(getattr(parse_launch_args_or_raise(flags), "tp_size", None) or 1)
+            tp = int(getattr(parse_launch_args_or_raise(flags, catalog=catalog), "tp_size", None) or 1)
         except SglangArgsError as exc:
             raise PlanError("argv", str(exc)) from None
         if len(p["gpus"]) != tp:
@@ -294,6 +319,8 @@ def run(module: AnsibleModule) -> None:
                 weights_gib=p["weights_gib"],
                 draft_weights_gib=p["draft_weights_gib"],
                 accounting=install.accounting,
+                env=hf_env,
+                sglang_catalog=catalog,
             ).to_dict()
 
         allowed = p["autotune_flags"] if p["autotune_flags"] is not None else list(DEFAULT_AUTOTUNE_FLAGS)
@@ -313,9 +340,9 @@ def run(module: AnsibleModule) -> None:
                 autotune=None,
                 inputs=None,
                 error=msg,
-                models=models_identity(p["argv"]),
+                models=models_identity(p["argv"], hf_env),
             )
-        models = models_identity(p["argv"])
+        models = models_identity(p["argv"], hf_env)
         module.fail_json(msg=msg + " (policy force starts it anyway)", models=models, **ctx)
         return
     prefix = p["argv"][: len(p["argv"]) - len(flags)]
@@ -341,7 +368,7 @@ def run(module: AnsibleModule) -> None:
         argv=prefix + outcome.flags,
         autotune=autotune,
         inputs=inputs,
-        models=models_identity(p["argv"]),
+        models=models_identity(p["argv"], hf_env),
     )
 
 

@@ -14,7 +14,7 @@ import argparse
 import json
 import sys
 
-from sglbench.hostlib import capacity, gpus
+from sglbench.hostlib import capacity, gpus, sglang_catalog
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -51,9 +51,20 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         help="target weight memory per rank (default: from the checkpoint on disk, else an estimate)",
     )
     p.add_argument("--draft-weights-gib", type=float, default=None, help="draft weight memory per rank")
-    acc = p.add_mutually_exclusive_group()
-    acc.add_argument("--accounting", choices=capacity.ACCOUNTING_VARIANTS, default=None)
-    acc.add_argument("--sglang-version", default=None, metavar="V", help="pick the variant from a version")
+    p.add_argument(
+        "--accounting",
+        choices=capacity.ACCOUNTING_VARIANTS,
+        default=None,
+        help="memory-accounting variant (default: from --sglang-version, else C)",
+    )
+    p.add_argument(
+        "--sglang-version",
+        default=None,
+        metavar="V",
+        help="the SGLang release the server runs: its flags are checked (a flag V lacks is an error naming "
+        "the rename or nearest flag) and it picks the accounting variant. Default: accept what any "
+        "catalogued release accepts. Catalogued: " + ", ".join(sglang_catalog.releases()),
+    )
     p.add_argument(
         "--overlap",
         choices=("auto", "on", "off"),

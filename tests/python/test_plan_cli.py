@@ -14,6 +14,8 @@ from sglbench import cli
 
 ROOT = Path(__file__).resolve().parents[2]
 MODELS = ROOT / "tests" / "fixtures" / "models"
+HF_HUB = ROOT / "tests" / "fixtures" / "hf_cache" / "hub"
+HF_VARS = ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HOME", "XDG_CACHE_HOME")
 
 MISSION = [
     "--gpu",
@@ -86,8 +88,13 @@ def test_pasted_launch_server_prefix_is_ignored(capsys):
 def test_sglang_version_selects_the_variant(capsys):
     argv = [a if a != "A" else "C" for a in MISSION]
     argv[argv.index("--accounting") : argv.index("--accounting") + 2] = ["--sglang-version", "0.5.23"]
+    rc, _, err = run(argv, capsys)
+    assert rc == 2
+    assert "--mamba-scheduler-strategy is not a flag of SGLang 0.5.23; it was renamed --mamba-radix" in err
+    argv = [a if a != "--mamba-scheduler-strategy" else "--mamba-radix-cache-strategy" for a in argv]
     rc, out, _ = run(["--json", *argv, "--max-running-requests", "8"], capsys)
-    assert json.loads(out)["accounting"] == "C"
+    plan = json.loads(out)
+    assert (plan["accounting"], plan["sglang_release"]) == ("C", "0.5.23")
     assert rc == 0
 
 
@@ -139,3 +146,52 @@ def test_console_entry_point_has_no_traceback():
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
     assert "no config.json" in proc.stderr
+
+
+# --- Hugging Face hub ids -----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def fixture_hub(monkeypatch: pytest.MonkeyPatch) -> Path:
+    """HF_HUB_CACHE -> tests/fixtures/hf_cache/hub (Qwen/Qwen3-8B cached at refs/main)."""
+    for name in HF_VARS:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HF_HUB_CACHE", str(HF_HUB))
+    return HF_HUB
+
+
+def test_hub_id_is_planned_from_the_hugging_face_cache(fixture_hub, capsys):
+    rc, out, err = run(["--gpu", "H100", "--", "--model-path", "Qwen/Qwen3-8B"], capsys)
+    assert rc in (0, 1), err
+    assert "Qwen3ForCausalLM" in out and "KV cache" in out
+    commit = (fixture_hub / "models--Qwen--Qwen3-8B" / "refs" / "main").read_text()
+    assert (
+        f"note: --model-path Qwen/Qwen3-8B (revision main = commit {commit}) from the Hugging Face cache"
+        in out
+    )
+    assert str(fixture_hub / "models--Qwen--Qwen3-8B" / "snapshots" / commit) in out
+    local_rc, local_out, _ = run(
+        ["--json", "--gpu", "H100", "--", "--model-path", str(MODELS / "qwen3-8b")], capsys
+    )
+    rc, out, _ = run(["--json", "--gpu", "H100", "--", "--model-path", "Qwen/Qwen3-8B"], capsys)
+    hub, local = json.loads(out), json.loads(local_out)
+    assert rc == local_rc and hub["max_total_num_tokens"] == local["max_total_num_tokens"]
+    assert "Hugging Face cache" in hub["notes"][0]
+
+
+def test_uncached_hub_id_exits_2_with_one_line_naming_the_id_and_the_fix(fixture_hub, capsys):
+    rc, out, err = run(["--gpu", "H100", "--", "--model-path", "Qwen/Qwen3-235B-A22B"], capsys)
+    assert rc == 2 and out == ""
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith("sglbench plan: error: --model-path: Qwen/Qwen3-235B-A22B (revision main)")
+    assert f"looked in {fixture_hub} (from HF_HUB_CACHE)" in err
+    assert "huggingface-cli download Qwen/Qwen3-235B-A22B" in err and "HF_HOME" in err
+
+
+def test_console_entry_point_plans_a_hub_id():
+    env = {k: v for k, v in os.environ.items() if k not in HF_VARS}
+    env.update(PYTHONPATH=str(ROOT / "python"), HF_HUB_CACHE=str(HF_HUB))
+    argv = [sys.executable, "-m", "sglbench", "plan", "--gpu", "H100", "--", "--model-path", "Qwen/Qwen3-8B"]
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env, check=False, timeout=60)
+    assert proc.returncode in (0, 1), proc.stderr
+    assert "from the Hugging Face cache" in proc.stdout

@@ -33,6 +33,7 @@ import argparse
 import copy
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -40,9 +41,11 @@ try:  # on the GPU host: shipped as ansible module_utils
     from ansible.module_utils import sglbench_checkpoint as checkpoint  # type: ignore[import-not-found]
     from ansible.module_utils import sglbench_geometry as geometry  # type: ignore[import-not-found]
     from ansible.module_utils import sglbench_gpus as gpus  # type: ignore[import-not-found]
+    from ansible.module_utils import sglbench_hf_cache as hf_cache  # type: ignore[import-not-found]
     from ansible.module_utils import sglbench_sglang_args as sglang_args  # type: ignore[import-not-found]
+    from ansible.module_utils import sglbench_sglang_facts as sglang_facts  # type: ignore[import-not-found]
 except ImportError:  # controller, sim, tests
-    from sglbench.hostlib import checkpoint, geometry, gpus, sglang_args
+    from sglbench.hostlib import checkpoint, geometry, gpus, hf_cache, sglang_args, sglang_facts
 
 GiB = 1 << 30
 MiB = 1 << 20
@@ -65,10 +68,6 @@ _KV_FLAG_TO_TORCH = {
     "fp4_e2m1": "torch.float4_e2m1fn_x2",
     "mxfp8": "torch.float8_e4m3fn",
 }
-# EAGLE auto-params (steps, topk, draft tokens) [V1 auto_choose_speculative_params]
-_EAGLE_DEFAULTS = (3, 1, 4)
-_EAGLE_DEFAULTS_LLAMA = (5, 4, 8)
-_LLAMA_LIKE = ("LlamaForCausalLM", "Grok1ForCausalLM", "Grok1ModelForCausalLM")
 SPEC_DEFAULT_MAX_RUNNING_REQUESTS = 48
 
 
@@ -161,6 +160,11 @@ class Plan:
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     recommendations: list[Recommendation] = field(default_factory=list)
+    # the SGLang release whose flags were checked, the releases that accept the command line
+    # (when none was named), and the given flags by effect (sglang_args.capacity_effect)
+    sglang_release: str | None = None
+    accepted_by: list[str] = field(default_factory=list)
+    flags_effect: dict[str, list[str]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -261,10 +265,7 @@ def sglang_reserved_mib(
     reserved += tp * pp / 8 * 1024
     if gpu_mem_mib > 60 * 1024:
         reserved = max(reserved, 10 * 1024)
-    if spec == "STANDALONE":
-        reserved += 6 * 1024
-    elif spec not in (None, "NGRAM"):
-        reserved += 4 * 1024
+    reserved += sglang_facts.startup_reserve_mib(spec)
     return reserved
 
 
@@ -334,40 +335,13 @@ def _kv_dtype(flag: str | None, geo: geometry.Geometry, model_dtype: str) -> str
 def _spec_tokens(
     args: argparse.Namespace, algo: str | None, draft_cfg: dict[str, Any] | None, model_class: str
 ) -> int:
+    """Tokens verified per step: the one rule, :meth:`sglang_facts.SpecAlgorithm.draft_tokens`."""
     if algo is None:
         return 0
-    block_flag = getattr(args, "speculative_dflash_block_size", None)
-    draft_flag = getattr(args, "speculative_num_draft_tokens", None)
-    if algo in ("DFLASH", "DDTREE"):
-        if block_flag is not None and draft_flag is not None and block_flag != draft_flag:
-            raise PlanError(
-                "--speculative-dflash-block-size",
-                f"({block_flag}) and --speculative-num-draft-tokens ({draft_flag}) must match",
-            )
-        block = block_flag or draft_flag
-        if block is None and draft_cfg:
-            block = draft_cfg.get("block_size") or (draft_cfg.get("dflash_config") or {}).get("block_size")
-        block = int(block or 16)
-        if block < 1:
-            raise PlanError("--speculative-dflash-block-size", f"must be >= 1, got {block}")
-        if algo == "DDTREE":
-            budget = getattr(args, "speculative_ddtree_budget", None)
-            budget = block - 1 if budget is None else int(budget)
-            if budget < 1:
-                raise PlanError("--speculative-ddtree-budget", f"must be >= 1, got {budget}")
-            return budget + 1
-        return block
-    if algo == "NGRAM":
-        return int(draft_flag or 12)
-    if draft_flag:
-        return int(draft_flag)
-    steps = getattr(args, "speculative_num_steps", None)
-    topk = getattr(args, "speculative_eagle_topk", None)
-    if steps is None and topk is None:
-        return (_EAGLE_DEFAULTS_LLAMA if model_class in _LLAMA_LIKE else _EAGLE_DEFAULTS)[2]
-    steps = int(steps or 3)
-    topk = int(topk or 1)
-    return steps + 1 if topk == 1 else min(steps * topk + 1, 64)
+    try:
+        return sglang_facts.spec_algorithm(algo).draft_tokens(args, draft_cfg, model_class)
+    except sglang_facts.SpecFlagError as exc:
+        raise PlanError(exc.flag, exc.message) from None
 
 
 def _mamba_ratio(disable_radix: bool, strategy: str, overlap: bool) -> int:
@@ -474,11 +448,17 @@ def plan(
 
     algo = _arg(args, "speculative_algorithm")
     algo = str(algo).upper() if algo else None
-    if algo == "NEXTN":
-        algo = "EAGLE"
-    dflash_like = algo in ("DFLASH", "DDTREE")
+    if algo is not None and algo not in sglang_args.SPEC_ALGORITHMS:
+        raise PlanError(
+            "--speculative-algorithm",
+            f"{algo} is not an algorithm the planner models ({', '.join(sglang_args.SPEC_ALGORITHMS)})",
+        )
+    # the table row of the algorithm SGLang runs (NEXTN runs as EAGLE)
+    spec = sglang_facts.spec_algorithm(sglang_facts.spec_algorithm(algo).runs_as) if algo else None
+    algo = spec.name if spec is not None else None
+    dflash_like = spec is not None and spec.kv_fold == sglang_facts.KV_FOLD_DRAFT_CELL
     dgeo: geometry.Geometry | None = None
-    if algo in ("DFLASH", "DDTREE", "EAGLE3", "STANDALONE") or (algo == "EAGLE" and draft_config):
+    if spec is not None and spec.uses_draft_model and (draft_config or not spec.mtp_fallback):
         if draft_config is None:
             raise PlanError(
                 "--speculative-draft-model-path",
@@ -555,10 +535,10 @@ def plan(
         geo,
         tp * pp,
         model_dtype_bytes,
-        keep_mtp=algo == "EAGLE" and draft_config is None,
+        keep_mtp=spec is not None and spec.mtp_fallback and draft_config is None,
     )
     dw_gib, dw_src = 0.0, "none"
-    if algo and algo != "NGRAM":
+    if spec is not None and spec.uses_draft_model:
         dw_gib, dw_src = _weights(
             draft_weights_gib, draft_model_dir, draft_config, dgeo, tp, model_dtype_bytes, keep_mtp=False
         )
@@ -596,7 +576,7 @@ def plan(
         else:
             T = geo.kv_layers
             cell_f = float(geometry.ceil_div(int(target_cell_f) * (T + dgeo.num_layers), T))
-    elif algo in ("EAGLE", "EAGLE3", "STANDALONE") and acc == "C":
+    elif spec is not None and spec.kv_fold == sglang_facts.KV_FOLD_LAYER_RATIO and acc == "C":
         draft_layers = dgeo.num_layers if dgeo is not None else 1
         cell_f = float(int(target_cell_f * (1 + draft_layers / geo.kv_layers)))
     if dflash_like and not scaling:
@@ -870,6 +850,9 @@ def plan(
         failure=failure,
         warnings=warnings,
         notes=notes + geo.notes + (dgeo.notes if dgeo else []),
+        sglang_release=getattr(args, "_sglbench_release", None),
+        accepted_by=list(getattr(args, "_sglbench_accepted_by", [])),
+        flags_effect=sglang_args.capacity_effect(args),
     )
     if recommend and failure is not None:
         p.recommendations = recommendations(
@@ -910,8 +893,9 @@ def _replan(
         return None
 
 
-def _flag(dest: str) -> str:
-    return "--" + dest.replace("_", "-")
+def _flag(dest: str, args: argparse.Namespace | None = None) -> str:
+    """The flag for a planner field, spelled as the release the command line was parsed for."""
+    return sglang_args.spell(args, dest)
 
 
 def recommendations(
@@ -955,7 +939,7 @@ def recommendations(
         cand = _replan(args, changes, model_config, draft_config, gpu_mem_gib, opts)
         if cand is None or not cand.fits:
             return None
-        flags = {_flag(k): v for k, v in changes.items() if v is not None}
+        flags = {_flag(k, args): v for k, v in changes.items() if v is not None}
         key = json.dumps(flags, sort_keys=True, default=str)
         if key in seen:
             return cand
@@ -986,7 +970,7 @@ def recommendations(
             follow = recommendations(fixed, model_config, draft_config, gpu_mem_gib, cand, opts)
             if follow:
                 first = follow[0]
-                merged = {_flag(k): v for k, v in changes.items()}
+                merged = {_flag(k, args): v for k, v in changes.items()}
                 merged.update(first.flags)
                 out.append(
                     Recommendation(
@@ -1057,7 +1041,10 @@ def recommendations(
                 f"fewer concurrent requests ({first_fit}) shrink the speculative/Mamba reservation",
                 5,
             )
-    if base.spec_algorithm in ("DFLASH",) and base.num_draft_tokens > 2:
+    width_flag = (
+        sglang_facts.spec_algorithm(base.spec_algorithm).verify_width_flag if base.spec_algorithm else None
+    )
+    if width_flag == sglang_facts.FLAG_DFLASH_BLOCK_SIZE and base.num_draft_tokens > 2:
         d = base.num_draft_tokens // 2
         while d >= 2:
             if consider(
@@ -1067,13 +1054,13 @@ def recommendations(
             ):
                 break
             d //= 2
-    if base.spec_algorithm == "DDTREE" and base.num_draft_tokens > 2:
+    if width_flag == sglang_facts.FLAG_DDTREE_BUDGET and base.num_draft_tokens > 2:
         b = (base.num_draft_tokens - 1) // 2
         while b >= 1:
             if consider({"speculative_ddtree_budget": b}, f"smaller DDTree budget ({b})", 6):
                 break
             b //= 2
-    if base.spec_algorithm in ("EAGLE", "EAGLE3", "STANDALONE", "NGRAM") and base.num_draft_tokens > 2:
+    if width_flag == sglang_facts.FLAG_NUM_DRAFT_TOKENS and base.num_draft_tokens > 2:
         consider(
             {"speculative_num_draft_tokens": max(2, base.num_draft_tokens // 2)}, "fewer draft tokens", 6
         )
@@ -1163,6 +1150,7 @@ def explain(p: Plan) -> str:
         lines.append(f"warning: {w}")
     for n in p.notes:
         lines.append(f"note: {n}")
+    lines.extend(_explain_flags(p))
     if p.recommendations:
         lines.append("recommendations (least disruptive first):")
         for r in p.recommendations:
@@ -1175,15 +1163,58 @@ def explain(p: Plan) -> str:
     return "\n".join(lines)
 
 
+def _explain_flags(p: Plan) -> list[str]:
+    lines = []
+    if p.sglang_release:
+        accepted = p.accepted_by
+        if len(accepted) > 1:
+            lines.append(
+                f"flags: accepted by SGLang {accepted[0]} to {accepted[-1]} ({len(accepted)} catalogued "
+                "releases; name one with --sglang-version to check against it)"
+            )
+        else:
+            lines.append(f"flags: checked against SGLang {p.sglang_release}")
+    effect = p.flags_effect or {}
+    for text in effect.get("assumed", []):
+        lines.append(f"assumption: {text}")
+    if effect.get("none"):
+        lines.append("does not affect capacity (passed to the server unchanged): " + " ".join(effect["none"]))
+    return lines
+
+
 # --- from a command line -----------------------------------------------------------------------------
 
 
-def read_config(path: str, flag: str) -> dict[str, Any]:
-    cfg_path = path if path.endswith(".json") else os.path.join(path, "config.json")
+def resolve_model(
+    ref: str, flag: str, revision: str | None = None, env: Mapping[str, str] | None = None
+) -> hf_cache.ResolvedModel:
+    """Where a model path is on this machine: a local path as given, a hub id (``org/name``) in the
+    Hugging Face cache of ``env`` (default ``os.environ``; docs/capacity.md, "Hugging Face hub ids")."""
+    try:
+        return hf_cache.resolve(ref, revision, env)
+    except hf_cache.NotCachedError as exc:
+        raise PlanError(flag, exc.message) from None
+
+
+def read_config(
+    path: str | hf_cache.ResolvedModel,
+    flag: str,
+    revision: str | None = None,
+    env: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """``config.json`` of a model directory, a ``.json`` file or a cached hub id (:func:`resolve_model`)."""
+    model = path if isinstance(path, hf_cache.ResolvedModel) else resolve_model(path, flag, revision, env)
+    cfg_path = model.path if model.path.endswith(".json") else os.path.join(model.path, "config.json")
     try:
         with open(cfg_path, encoding="utf-8") as fh:
             data = json.load(fh)
     except FileNotFoundError:
+        if model.from_hub:
+            raise PlanError(
+                flag,
+                f"no config.json in the cached snapshot of {model.describe()} (partial download?): run "
+                f"`huggingface-cli download {model.ref}` on the host, or give a local directory",
+            ) from None
         raise PlanError(flag, f"no config.json at {cfg_path}") from None
     except (OSError, ValueError) as exc:
         raise PlanError(flag, f"cannot read {cfg_path}: {exc}") from None
@@ -1204,10 +1235,22 @@ def plan_command(
     sglang_version: str | None = None,
     overlap: bool | None = None,
     dflash_cell_scaling: bool | None = None,
+    env: Mapping[str, str] | None = None,
+    sglang_catalog: Any = None,
+    catalog_dir: str | None = None,
 ) -> Plan:
-    """Plan an SGLang launch command line (flags only, e.g. ``["--model-path", dir, ...]``)."""
+    """Plan an SGLang launch command line (flags only, e.g. ``["--model-path", dir, ...]``).
+
+    The flags are checked against ``sglang_catalog`` (the installed release's own flags), else the
+    catalog of ``sglang_version``, else every catalogued release (see ``sglang_args``).
+
+    A model path that is a hub id is read from the Hugging Face cache of ``env`` (the server's environment;
+    default ``os.environ``), at ``--revision`` / ``--speculative-draft-model-revision``.
+    """
     try:
-        args = sglang_args.parse_launch_args_or_raise(argv)
+        args = sglang_args.parse_launch_args_or_raise(
+            argv, sglang_version, catalog=sglang_catalog, catalog_dir=catalog_dir
+        )
     except sglang_args.SglangArgsError as exc:
         raise PlanError("launch flags", str(exc)) from None
     if gpu_mem_gib is None:
@@ -1221,13 +1264,19 @@ def plan_command(
             )
         gpu_mem_gib = kind.memory_gib
     acc = resolve_accounting(accounting, sglang_version)
-    model_cfg = read_config(args.model_path, "--model-path")
+    # hub ids (org/name) are read from the Hugging Face cache of ``env``; argv keeps the id
+    model = resolve_model(args.model_path, "--model-path", getattr(args, "revision", None), env)
+    model_cfg = read_config(model, "--model-path")
+    draft: hf_cache.ResolvedModel | None = None
     draft_cfg = None
-    draft_dir = getattr(args, "speculative_draft_model_path", None)
-    if draft_dir:
-        draft_cfg = read_config(draft_dir, "--speculative-draft-model-path")
-    model_dir = args.model_path if os.path.isdir(args.model_path) else None
-    return plan(
+    if getattr(args, "speculative_draft_model_path", None):
+        draft_flag = "--speculative-draft-model-path"
+        draft_rev = getattr(args, "speculative_draft_model_revision", None)
+        draft = resolve_model(args.speculative_draft_model_path, draft_flag, draft_rev, env)
+        draft_cfg = read_config(draft, draft_flag)
+    model_dir = model.path if os.path.isdir(model.path) else None
+    draft_dir = draft.path if draft is not None and os.path.isdir(draft.path) else None
+    p = plan(
         args,
         model_cfg,
         draft_cfg,
@@ -1237,10 +1286,22 @@ def plan_command(
         draft_weights_gib=draft_weights_gib,
         accounting=acc,
         model_dir=model_dir,
-        draft_model_dir=draft_dir if draft_dir and os.path.isdir(draft_dir) else None,
+        draft_model_dir=draft_dir,
         overlap=overlap,
         dflash_cell_scaling=dflash_cell_scaling,
     )
+    p.notes[:0] = [
+        f"{flag} {ref.describe()}"
+        for flag, ref in (("--model-path", model), ("--speculative-draft-model-path", draft))
+        if ref is not None and ref.from_hub
+    ]
+    if sglang_catalog is None and sglang_version and p.sglang_release not in (None, sglang_version):
+        p.notes.insert(
+            0,
+            f"SGLang {sglang_version} is not catalogued: flags checked against {p.sglang_release}, the "
+            "nearest older catalogued release (scripts/sglang_catalog.py adds a release)",
+        )
+    return p
 
 
 __all__ = [
@@ -1263,4 +1324,5 @@ __all__ = [
     "read_config",
     "recommendations",
     "resolve_accounting",
+    "resolve_model",
 ]

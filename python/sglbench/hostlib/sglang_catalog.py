@@ -347,7 +347,9 @@ def human_readable_int(value: str) -> int:
         number, suffix = m.groups()
         if suffix in _IEC:
             if "." in number:
-                raise argparse.ArgumentTypeError(f"Decimals are not allowed with IEC suffixes like '{suffix}'.")
+                raise argparse.ArgumentTypeError(
+                    f"Decimals are not allowed with IEC suffixes like '{suffix}'."
+                )
             return int(number) * _IEC[suffix]
         return int(Decimal(number) * _SI[suffix])
     try:
@@ -417,7 +419,9 @@ def _add(parser: argparse.ArgumentParser, spec: FlagSpec) -> None:
     parser.add_argument(*opts, **kwargs)
 
 
-def build_parser(catalog: Catalog, prog: str = "sglang serve", *, raising: bool = False) -> argparse.ArgumentParser:
+def build_parser(
+    catalog: Catalog, prog: str = "sglang serve", *, raising: bool = False
+) -> argparse.ArgumentParser:
     """An argparse parser that accepts what ``catalog``'s release accepts.
 
     ``raising=True`` raises ``ValueError`` (argparse's message) instead of exiting with status 2.

@@ -116,11 +116,11 @@ def catalog_from_parser(parser, release, method="parser"):
     }
 '''
 
-exec(compile(_CONVERT, __name__ + "._CONVERT", "exec"))  # noqa: S102 - defines the functions below
+exec(compile(_CONVERT, __name__ + "._CONVERT", "exec"))
 
 DUMP_CODE = (
     _CONVERT
-    + r'''
+    + r"""
 import sglang as _sglang
 from sglang.srt.server_args import ServerArgs as _ServerArgs
 
@@ -128,7 +128,7 @@ _parser = _argparse.ArgumentParser(prog="sglang serve")
 _ServerArgs.add_cli_args(_parser)
 _doc = catalog_from_parser(_parser, str(_sglang.__version__), "installed")
 print("SGLBENCH_CATALOG " + _json.dumps(_doc, separators=(",", ":")))
-'''
+"""
 )
 MARKER = "SGLBENCH_CATALOG "
 

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from sglbench.hostlib import sglang_facts as facts
 from sglbench.sim import textgen
 from sglbench.sim.engine import Engine, SimRequest
 from sglbench.sim.httpserver import Request, Response, StreamingResponse, json_response
@@ -18,8 +19,6 @@ from sglbench.sim.memory import MemoryPlan
 from sglbench.sim.modelinfo import ModelFacts
 from sglbench.sim.settings import SimSettings
 
-HEALTH_PATHS = ("/health", "/health_generate")
-AUTH_EXEMPT = (*HEALTH_PATHS, "/metrics")
 FLUSH_TEXT = (
     "Cache flushed.\nPlease check backend logs for more details. (When there are running or waiting "
     "requests, the operation will not be performed.)\n"
@@ -188,25 +187,26 @@ class SimApp:
     async def handle(self, request: Request) -> Response | StreamingResponse:
         path = request.path.rstrip("/") or "/"
         authorized = request.headers.get("authorization", "") == f"Bearer {self.args.api_key}"
-        if self.args.api_key and path not in AUTH_EXEMPT and not authorized:
+        if self.args.api_key and path not in facts.AUTH_EXEMPT_ENDPOINTS and not authorized:
             return json_response({"error": "Unauthorized"}, 401)
-        routes: dict[str, tuple[tuple[str, ...], Callable[[Request], Any]]] = {
-            "/health": (("GET", "HEAD"), self.health),
-            "/health_generate": (("GET", "HEAD"), self.health),
-            "/server_info": (("GET",), self.server_info),
-            "/get_server_info": (("GET",), self.server_info),
-            "/model_info": (("GET",), self.model_info),
-            "/get_model_info": (("GET",), self.model_info),
-            "/v1/models": (("GET",), self.models),
-            "/generate": (("POST", "PUT"), self.generate),
-            "/v1/completions": (("POST",), self.completions),
-            "/v1/chat/completions": (("POST",), self.chat_completions),
-            "/flush_cache": (("GET", "POST"), self.flush_cache),
-            "/set_internal_state": (("POST", "PUT"), self.set_internal_state),
-            "/get_load": (("GET",), self.get_load),
-            "/v1/loads": (("GET",), self.get_load),
+        handlers: dict[str, Callable[[Request], Any]] = {
+            facts.HEALTH: self.health,
+            facts.HEALTH_GENERATE: self.health,
+            facts.SERVER_INFO: self.server_info,
+            facts.GET_SERVER_INFO: self.server_info,
+            facts.MODEL_INFO: self.model_info,
+            facts.GET_MODEL_INFO: self.model_info,
+            facts.V1_MODELS: self.models,
+            facts.GENERATE: self.generate,
+            facts.V1_COMPLETIONS: self.completions,
+            facts.V1_CHAT_COMPLETIONS: self.chat_completions,
+            facts.FLUSH_CACHE: self.flush_cache,
+            facts.SET_INTERNAL_STATE: self.set_internal_state,
+            facts.GET_LOAD: self.get_load,
+            facts.V1_LOADS: self.get_load,
         }
-        if path == "/metrics" and self.args.enable_metrics:
+        routes = {p: (facts.ENDPOINT_BY_PATH[p].methods, func) for p, func in handlers.items()}
+        if path == facts.METRICS and self.args.enable_metrics:
             return await self.metrics(request)
         if path not in routes:
             return json_response({"detail": "Not Found"}, 404)
@@ -216,7 +216,7 @@ class SimApp:
         try:
             return await func(request)
         except ApiError as exc:
-            if path == "/generate":
+            if path == facts.GENERATE:
                 return json_response({"error": {"message": str(exc)}}, exc.status)
             return openai_error(exc.status, str(exc), exc.err_type)
 
@@ -808,6 +808,9 @@ class SimApp:
                 "sglbench_sim": {
                     "simulated": True,
                     "time_scale": self.settings.time_scale,
+                    # the release impersonated (= "version") and the flag catalog it parses with
+                    "impersonates": self.settings.sglang_version,
+                    "flags_release": self.settings.sglang_release,
                     "accounting": self.plan.accounting,
                     "gpu": self.gpu_name,
                     "gpu_ids": self.gpu_ids,

@@ -1,4 +1,5 @@
-"""Simulated GPUs: the kinds we know, and a registry of the memory live stand-in processes hold.
+"""Simulated GPUs: the configured kind (a row of the planner's table, ``sglbench.hostlib.gpus``), and
+a registry of the memory live stand-in processes hold.
 
 Each stand-in worker process (one per TP rank, like SGLang's scheduler processes) has a JSON file
 ``<state_dir>/procs/<pid>.json`` saying which GPU indices it holds and how many MiB on each. The
@@ -9,31 +10,22 @@ removed when possible), so memory is "freed" exactly when the holding process is
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from sglbench.hostlib import gpus as hostlib_gpus
 from sglbench.sim.settings import SimSettings
 
-
-@dataclass(frozen=True)
-class GpuKind:
-    name: str  # as nvidia-smi prints it
-    mem_mib: int
-    bandwidth_gbps: float  # memory bandwidth, GB/s (10^9 bytes)
-    bf16_tflops: float  # effective dense BF16 for prefill timing
-
-
-GPU_KINDS: dict[str, GpuKind] = {
-    "rtx-pro-6000": GpuKind("NVIDIA RTX PRO 6000 Blackwell Server Edition", 97887, 1597.0, 250.0),
-    "rtx-pro-6000-ws": GpuKind("NVIDIA RTX PRO 6000 Blackwell Workstation Edition", 97887, 1792.0, 250.0),
-    "h100": GpuKind("NVIDIA H100 80GB HBM3", 81559, 3350.0, 700.0),
-    "h200": GpuKind("NVIDIA H200", 143771, 4800.0, 700.0),
-    "b200": GpuKind("NVIDIA B200", 183359, 8000.0, 1600.0),
-    "a100": GpuKind("NVIDIA A100-SXM4-80GB", 81920, 2039.0, 250.0),
-}
+# The one table of GPU kinds (memory, nvidia-smi name, bandwidth, FLOPs) is the planner's.
+GpuKind = hostlib_gpus.GpuKind
+GPU_KINDS = hostlib_gpus.GPU_KINDS
+# A kind given only by SGLBENCH_SIM_GPU_MEM_MIB: timing figures of a mid-range data-centre GPU.
+CUSTOM_BANDWIDTH_GBPS = 2000.0
+CUSTOM_BF16_TFLOPS = 300.0
 
 
 class GpuConfigError(ValueError):
@@ -43,26 +35,31 @@ class GpuConfigError(ValueError):
 def gpu_kind(settings: SimSettings) -> GpuKind:
     """The configured GPU kind, with the MiB/bandwidth overrides applied."""
     key = settings.gpu.strip()
-    kind = GPU_KINDS.get(key.lower())
-    if kind is None:
-        by_name = {k.name.lower(): k for k in GPU_KINDS.values()}
-        kind = by_name.get(key.lower())
+    kind = hostlib_gpus.find_gpu(key)
     if kind is None:
         if settings.gpu_mem_mib is None:
             raise GpuConfigError(
-                f"SGLBENCH_SIM_GPU={key!r} is not a known kind ({', '.join(GPU_KINDS)}); "
+                f"SGLBENCH_SIM_GPU={key!r} is not a known kind ({', '.join(k.key for k in GPU_KINDS)}); "
                 "use one of those or also set SGLBENCH_SIM_GPU_MEM_MIB"
             )
-        kind = GpuKind(key, settings.gpu_mem_mib, 2000.0, 300.0)
+        kind = GpuKind(
+            key,
+            settings.gpu_mem_mib,
+            (key.lower(),),
+            "custom",
+            key,
+            CUSTOM_BANDWIDTH_GBPS,
+            CUSTOM_BF16_TFLOPS,
+        )
     if settings.gpu_mem_mib is not None:
-        kind = GpuKind(kind.name, settings.gpu_mem_mib, kind.bandwidth_gbps, kind.bf16_tflops)
+        kind = dataclasses.replace(kind, memory_mib=settings.gpu_mem_mib)
     if settings.gpu_bandwidth_gbps is not None:
-        kind = GpuKind(kind.name, kind.mem_mib, settings.gpu_bandwidth_gbps, kind.bf16_tflops)
+        kind = dataclasses.replace(kind, bandwidth_gbps=settings.gpu_bandwidth_gbps)
     return kind
 
 
 def gpu_uuid(kind: GpuKind, index: int) -> str:
-    return "GPU-" + str(uuid.uuid5(uuid.NAMESPACE_URL, f"sglbench-sim/{kind.name}/{index}"))
+    return "GPU-" + str(uuid.uuid5(uuid.NAMESPACE_URL, f"sglbench-sim/{kind.smi_name}/{index}"))
 
 
 def assigned_gpus(

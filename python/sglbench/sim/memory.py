@@ -113,8 +113,8 @@ def context_overhead_gib(tp_size: int) -> float:
 def accounting_for(version: str | None, accounting: str | None) -> str:
     """The variant to emulate: SGLBENCH_SIM_ACCOUNTING, else the planner's mapping of the version.
 
-    The default version ``0.0.0+sglbench.sim`` maps to A, like any build before 0.5.12, so the
-    planner on a sim host (which reads ``sglang.__version__``) and the stand-in agree.
+    The version is the impersonated release (``sglang.__version__`` on a sim host), so the planner
+    there, which maps the same version the same way, and the stand-in agree.
     """
     if accounting:
         return capacity.resolve_accounting(accounting)

@@ -111,7 +111,7 @@ def run(argv: Sequence[str], out: Callable[[str], None]) -> int:
 
     if "list" in opts:
         for i in indices:
-            out(f"GPU {i}: {kind.name} (UUID: {gpus.gpu_uuid(kind, i)})")
+            out(f"GPU {i}: {kind.smi_name} (UUID: {gpus.gpu_uuid(kind, i)})")
         return 0
 
     if "query-gpu" in opts:
@@ -120,11 +120,11 @@ def run(argv: Sequence[str], out: Callable[[str], None]) -> int:
         def gpu_value(field: str, i: int) -> object:
             values: dict[str, object] = {
                 "index": i,
-                "name": kind.name,
+                "name": kind.smi_name,
                 "uuid": gpus.gpu_uuid(kind, i),
-                "memory.total": kind.mem_mib,
-                "memory.used": min(kind.mem_mib, used[i]),
-                "memory.free": max(0, kind.mem_mib - used[i]),
+                "memory.total": kind.memory_mib,
+                "memory.used": min(kind.memory_mib, used[i]),
+                "memory.free": max(0, kind.memory_mib - used[i]),
                 "memory.reserved": 0,
                 "count": count,
                 "driver_version": DRIVER_VERSION,
@@ -179,7 +179,7 @@ def run(argv: Sequence[str], out: Callable[[str], None]) -> int:
                     "process_name": holder.process_name,
                     "name": holder.process_name,
                     "gpu_bus_id": f"00000000:{0x18 + index:02X}:00.0",
-                    "gpu_name": kind.name,
+                    "gpu_name": kind.smi_name,
                 }
                 out(", ".join(_fmt(f, row[f], units) for f in fields))
         return 0
@@ -190,7 +190,7 @@ def run(argv: Sequence[str], out: Callable[[str], None]) -> int:
         "(sglbench sim) |"
     )
     for i in indices:
-        out(f"| {i:>3}  {kind.name:<48} | {used[i]:>6}MiB / {kind.mem_mib:>6}MiB |")
+        out(f"| {i:>3}  {kind.smi_name:<48} | {used[i]:>6}MiB / {kind.memory_mib:>6}MiB |")
     out("| Processes:")
     any_proc = False
     for holder in holders:

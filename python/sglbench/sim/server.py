@@ -17,8 +17,8 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, NoReturn
 
-from sglbench.hostlib import sglang_args
-from sglbench.sim import api, gpus, memory, modelinfo, textgen
+from sglbench.hostlib import sglang_args, sglang_facts
+from sglbench.sim import api, gpus, memory, modelinfo, release, textgen
 from sglbench.sim.engine import Engine
 from sglbench.sim.httpserver import Request, serve
 from sglbench.sim.settings import SimSettings, SimSettingsError, load_settings, unknown_variables
@@ -27,15 +27,6 @@ from sglbench.sim.timing import COMPUTE_EFFICIENCY, TimingModel
 GIB = float(1 << 30)
 MIB_PER_GIB = 1024.0
 SGLANG_SRC = "/usr/local/lib/python3.11/dist-packages/sglang"  # shown in traceback frames
-DEFAULT_ACCEPT = {
-    "DFLASH": 6.5,
-    "DDTREE": 7.5,
-    "EAGLE": 3.0,
-    "EAGLE3": 3.0,
-    "NEXTN": 3.0,
-    "STANDALONE": 2.5,
-    "NGRAM": 2.0,
-}
 
 
 class Terminated(Exception):
@@ -122,8 +113,67 @@ def _capture_bs(cgmb: int, max_running: int) -> list[int]:
     return [b for b in sizes if b <= limit] or [1]
 
 
+# Flags outside the capacity planner's fields that the stand-in itself honours (HTTP server, API,
+# logging, GPU placement). Every other flag the release accepts and the planner does not model is
+# accepted and ignored (one startup line names them).
+STAND_IN_FIELDS: dict[str, Any] = {
+    "host": "127.0.0.1",
+    "port": 30000,
+    "api_key": None,
+    "enable_metrics": False,
+    "served_model_name": None,
+    "tokenizer_path": None,
+    "decode_log_interval": 40,
+    "skip_server_warmup": False,
+    "stream_interval": 1,
+    "incremental_streaming_output": False,
+    "enable_cache_report": False,
+    "max_queued_requests": None,
+    "base_gpu_id": 0,
+}
+
+
+def _stand_in_view(args: argparse.Namespace) -> argparse.Namespace:
+    """Fill the fields the stand-in reads but the release leaves unset (``None``) or lacks."""
+    for name, default in STAND_IN_FIELDS.items():
+        if getattr(args, name, None) is None:
+            setattr(args, name, default)
+    return args
+
+
+def release_fields(args: argparse.Namespace) -> dict[str, Any]:
+    """The parsed flags under the release's own field names (what its ServerArgs holds): no
+    planner-only aliases, no sglbench bookkeeping."""
+    fields = getattr(args, "_sglbench_spelling", None)
+    if not fields:
+        return {k: v for k, v in vars(args).items() if not k.startswith("_")}
+    return {name: getattr(args, name, None) for name in fields}
+
+
+def release_field(args: argparse.Namespace, planner_name: str) -> str:
+    """The release's field for a planner field (``cuda_graph_max_bs`` -> ``cuda_graph_max_bs_decode`` on
+    releases that renamed it)."""
+    fields = getattr(args, "_sglbench_spelling", None) or {}
+    for name in sglang_args.PLANNER_FIELDS.get(planner_name, ((planner_name,), None))[0]:
+        if name in fields:
+            return name
+    return planner_name
+
+
+def ignored_flags(args: argparse.Namespace) -> list[str]:
+    """Given flags the release accepts that the stand-in does not simulate: everything the capacity
+    planner does not model (``capacity_effect``) and the stand-in does not implement itself."""
+    modelled = set(sglang_args.capacity_effect(args)["modelled"])
+    out: list[str] = []
+    for given in getattr(args, "_sglbench_given", []):
+        if given.flag in modelled or given.dest in STAND_IN_FIELDS or given.flag in out:
+            continue
+        out.append(given.flag)
+    return out
+
+
 def _fmt_args(args: argparse.Namespace) -> str:
-    return ", ".join(f"{k}={v!r}" for k, v in sorted(vars(args).items()))
+    return ", ".join(f"{k}={v!r}" for k, v in sorted(release_fields(args).items()))
 
 
 class SimServer:
@@ -233,6 +283,19 @@ class SimServer:
     def _run(self) -> int:
         args, settings, log = self.args, self.settings, self.log
         log(f"server_args=ServerArgs({_fmt_args(args)})")
+        accounting = memory.accounting_for(settings.sglang_version, settings.accounting)
+        version, flags_release = settings.sglang_version, settings.sglang_release
+        impersonated = release.Impersonation(version, flags_release, version == flags_release)
+        log(
+            f"sglbench sim: SGLang stand-in (simulated, no GPU) impersonating {impersonated.describe()}, "
+            f"memory accounting {accounting}"
+        )
+        ignored = ignored_flags(args)
+        if ignored:
+            log(
+                "sglbench sim: accepted and ignored by the stand-in (valid for SGLang "
+                f"{settings.sglang_release}, not simulated): {' '.join(ignored)}"
+            )
         try:
             config = modelinfo.load_config(args.model_path)
             draft_config = (
@@ -250,12 +313,11 @@ class SimServer:
             )
         except gpus.GpuConfigError as exc:
             raise StartupFailure(str(exc), _frames_worker()) from None
-        total_gib = kind.mem_mib / MIB_PER_GIB
+        total_gib = kind.memory_mib / MIB_PER_GIB
         others = gpus.used_mib_by_gpu(settings.state_dir, settings.gpu_count)
         others_gib = max(others.get(i, 0) for i in self.gpu_ids) / MIB_PER_GIB
         overhead = memory.context_overhead_gib(args.tp_size)
         pre = total_gib - others_gib - overhead
-        accounting = memory.accounting_for(settings.sglang_version, settings.accounting)
         try:
             plan = memory.plan_memory(
                 args,
@@ -446,7 +508,7 @@ class SimServer:
                 log.ranks(lambda r: f"Memory pool end. avail mem={avail:.2f} GB")
                 self._hold(lambda r: used)
             capture_graphs(graph_total - target_graph)
-        if spec in ("DFLASH", "DDTREE"):
+        if spec and sglang_facts.spec_algorithm(spec).family == sglang_facts.FAMILY_DFLASH:
             block = plan.num_draft_tokens
             mask_id = ((draft_config or {}).get("dflash_config") or {}).get("mask_token_id")
             log.ranks(
@@ -485,8 +547,8 @@ class SimServer:
         args = self.args
         spec = args.speculative_algorithm
         passes = 0
-        if spec in ("DFLASH", "DDTREE", "NGRAM"):
-            passes = 1
+        if spec and sglang_facts.spec_algorithm(spec).family != sglang_facts.FAMILY_EAGLE:
+            passes = 1  # one draft pass per verify step (block drafters; NGRAM's lookup)
         elif spec:
             passes = args.speculative_num_steps or 3
         state = 0.0
@@ -520,7 +582,7 @@ class SimServer:
         spec_cfg = None
         if args.speculative_algorithm:
             D = max(1, plan.num_draft_tokens)
-            mean = settings.accept_length or DEFAULT_ACCEPT.get(args.speculative_algorithm, 2.0)
+            mean = settings.accept_length or sglang_facts.sim_accept_length(args.speculative_algorithm)
             spec_cfg = api.SpecConfig(
                 args.speculative_algorithm,
                 D,
@@ -528,13 +590,13 @@ class SimServer:
                 args.speculative_eagle_topk or 1,
                 min(mean, float(D)),
             )
-        server_args = dict(vars(args))
+        server_args = release_fields(args)
         server_args.update(
             {
                 "mem_fraction_static": plan.mem_fraction_static,
                 "chunked_prefill_size": plan.chunked_prefill_size,
                 "max_prefill_tokens": plan.max_prefill_tokens,
-                "cuda_graph_max_bs": plan.cuda_graph_max_bs,
+                release_field(args, "cuda_graph_max_bs"): plan.cuda_graph_max_bs,
                 "page_size": plan.page_size,
                 "served_model_name": args.served_model_name or args.model_path,
                 "tokenizer_path": args.tokenizer_path or args.model_path,
@@ -602,7 +664,7 @@ class SimServer:
             loop.call_later(0.05, die)
 
         app = api.SimApp(args, settings, plan, facts, engine, spec_cfg, server_args, log, crash)
-        app.gpu_name = kind.name
+        app.gpu_name = kind.smi_name
         app.gpu_ids = list(self.gpu_ids)
         app.startup_seconds = startup_s
         app.load_weights_seconds = settings.scaled(load_s)
@@ -645,7 +707,8 @@ class SimServer:
                 )
                 app._submit(req)
                 await app._wait_done(req)
-                log(f'INFO:     127.0.0.1:{40000 + os.getpid() % 20000} - "POST /generate HTTP/1.1" 200 OK')
+                peer = f"127.0.0.1:{40000 + os.getpid() % 20000}"
+                log(f'INFO:     {peer} - "POST {sglang_facts.GENERATE} HTTP/1.1" 200 OK')
             app.ready = True
             log("The server is fired up and ready to roll!")
 
@@ -680,7 +743,6 @@ def _worker_main(parent_pid: int, orphan_ttl: float) -> NoReturn:
 
 def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = sglang_args.parse_launch_args(argv, prog=prog or "python -m sglbench.sim")
     try:
         settings = load_settings()
     except SimSettingsError as exc:
@@ -691,4 +753,7 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
             f"sglbench sim: warning: {name} is not a stand-in setting (see python/sglbench/sim/README.md)",
             file=sys.stderr,
         )
-    return SimServer(args, settings).run()
+    # The impersonated release's own parser: a flag it lacks exits 2 with argparse's message.
+    prog = prog or "python -m sglbench.sim"
+    args = sglang_args.parse_launch_args(argv, prog=prog, release=settings.sglang_release)
+    return SimServer(_stand_in_view(args), settings).run()

@@ -11,7 +11,8 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-SIM_VERSION = "0.0.0+sglbench.sim"
+from sglbench.hostlib import gpus, sglang_facts
+from sglbench.sim import release
 
 # (name, default shown in the docs, meaning)
 VARIABLES: tuple[tuple[str, str, str], ...] = (
@@ -30,8 +31,9 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
     (
         "SGLBENCH_SIM_GPU",
         "rtx-pro-6000",
-        "GPU kind: an alias (rtx-pro-6000, rtx-pro-6000-ws, h100, h200, b200, a100) or a full nvidia-smi "
-        "name.",
+        "GPU kind: a key ("
+        + ", ".join(k.key for k in gpus.GPU_KINDS)
+        + "), the planner's name for it or its full nvidia-smi name.",
     ),
     ("SGLBENCH_SIM_GPU_COUNT", "8", "Number of simulated GPUs on the host."),
     ("SGLBENCH_SIM_GPU_MEM_MIB", "(per kind)", "Override the per-GPU memory (MiB) of the GPU kind."),
@@ -47,16 +49,18 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
     ),
     (
         "SGLBENCH_SIM_SGLANG_VERSION",
-        SIM_VERSION,
-        "Version string reported by /server_info and sglang.__version__; picks the accounting variant if "
-        "SGLBENCH_SIM_ACCOUNTING is unset.",
+        "newest catalogued public release",
+        "The SGLang release the stand-in impersonates: its launch flags (a flag it lacks exits 2), "
+        "spellings and defaults (its flag catalog, or the nearest catalogued release), the version in "
+        "/server_info and sglang.__version__, and the accounting variant if SGLBENCH_SIM_ACCOUNTING is "
+        "unset.",
     ),
     (
         "SGLBENCH_SIM_ACCOUNTING",
-        "A",
-        "SGLang memory-accounting and log variant to emulate: A (<= May 2026, V1 log lines), B (Jun-Jul "
-        "2026), "
-        "C (Aug 2026+). B and C print the V3 'KV Cache is allocated. dtype: ...' form.",
+        "(by version)",
+        "SGLang memory-accounting and log variant to emulate: A (<= May 2026, < 0.5.12, V1 log lines), B "
+        "(Jun-Jul 2026, 0.5.12-0.5.15), C (Aug 2026+, >= 0.5.16). B and C print the V3 'KV Cache is "
+        "allocated. dtype: ...' form. Unset: the impersonated version's own variant.",
     ),
     (
         "SGLBENCH_SIM_WEIGHTS_GIB",
@@ -112,9 +116,9 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
     (
         "SGLBENCH_SIM_ACCEPT_LENGTH",
         "(per algorithm)",
-        "Mean speculative accept length per verify step incl. the bonus token (DFLASH 6.5, DDTREE 7.5, "
-        "EAGLE* 3.0, "
-        "NEXTN 3.0, STANDALONE 2.5, NGRAM 2.0; capped at the draft token count).",
+        "Mean speculative accept length per verify step incl. the bonus token ("
+        + ", ".join(f"{a.name} {a.sim_accept_length}" for a in sglang_facts.SPEC_TABLE)
+        + "; capped at the draft token count).",
     ),
     (
         "SGLBENCH_SIM_ACCEPT_DIST",
@@ -176,7 +180,8 @@ class SimSettings:
     gpu_mem_mib: int | None = None
     gpu_bandwidth_gbps: float | None = None
     state_dir: str = ""
-    sglang_version: str = SIM_VERSION
+    sglang_version: str = ""  # load_settings: the impersonated version (never empty)
+    sglang_release: str = ""  # the flag catalog it parses with (the version itself when catalogued)
     accounting: str | None = None
     weights_gib: float | None = None
     draft_weights_gib: float | None = None
@@ -263,6 +268,10 @@ def load_settings(env: Mapping[str, str] | None = None) -> SimSettings:
         accounting = accounting.upper()
         if accounting not in ("A", "B", "C"):
             raise SimSettingsError(f"SGLBENCH_SIM_ACCOUNTING={accounting!r} must be A, B or C")
+    try:
+        impersonated = release.resolve(release.version_from_env(env))
+    except release.ReleaseError as exc:
+        raise SimSettingsError(str(exc)) from None
     fail_load = _get(env, "SGLBENCH_SIM_FAIL_LOAD")
     if fail_load is not None:
         fail_load = fail_load.lower()
@@ -292,7 +301,8 @@ def load_settings(env: Mapping[str, str] | None = None) -> SimSettings:
         gpu_mem_mib=_int(env, "SGLBENCH_SIM_GPU_MEM_MIB", None, lo=1),
         gpu_bandwidth_gbps=_float(env, "SGLBENCH_SIM_GPU_BANDWIDTH_GBPS", None, lo=1.0),
         state_dir=_get(env, "SGLBENCH_SIM_STATE_DIR") or default_state_dir(),
-        sglang_version=_get(env, "SGLBENCH_SIM_SGLANG_VERSION") or SIM_VERSION,
+        sglang_version=impersonated.version,
+        sglang_release=impersonated.release,
         accounting=accounting,
         weights_gib=_float(env, "SGLBENCH_SIM_WEIGHTS_GIB", None, lo=0.0),
         draft_weights_gib=_float(env, "SGLBENCH_SIM_DRAFT_WEIGHTS_GIB", None, lo=0.0),

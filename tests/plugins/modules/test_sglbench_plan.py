@@ -12,6 +12,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[3]
 MODELS = REPO / "tests" / "fixtures" / "models"
+HF_CACHE = REPO / "tests" / "fixtures" / "hf_cache"  # HF_HOME layout: hub/models--Qwen--Qwen3-8B
 
 # The module imports ansible.module_utils.sglbench_<name>: alias those to the already imported
 # sglbench.hostlib.<name> modules (one copy of every class, so the rest of the suite is unaffected,
@@ -21,7 +22,8 @@ import importlib  # noqa: E402
 import ansible.module_utils  # noqa: E402
 
 _USED = ("capacity", "checkpoint", "geometry", "gpus", "nvidia_smi", "plan_inputs", "plan_policy")
-_USED += ("sglang_args", "model_identity")
+_USED += ("sglang_catalog", "sglang_args", "model_identity")
+_USED += ("hf_cache",)
 for _name in _USED:
     assert (REPO / "plugins" / "module_utils" / f"sglbench_{_name}.py").is_symlink(), _name
     _mod = importlib.import_module(f"sglbench.hostlib.{_name}")
@@ -277,10 +279,50 @@ def test_force_without_a_plan_still_starts(monkeypatch: pytest.MonkeyPatch, host
     assert r["action"] == "start" and r["plan"] is None and "cannot import sglang" in r["error"]
 
 
+def test_a_hub_id_is_read_from_the_cache_the_unit_environment_names(
+    monkeypatch: pytest.MonkeyPatch, host: FakeHost, tmp_path: Path
+) -> None:
+    for name in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HOME", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # the module's own default cache is empty
+    argv = [
+        "/usr/bin/python3",
+        "-m",
+        "sglang.launch_server",
+        "--model-path",
+        "Qwen/Qwen3-8B",
+        "--tp-size",
+        "1",
+    ]
+    out = run_module(monkeypatch, {"argv": argv, "gpus": [0]})
+    assert out.kind == "fail"
+    assert "--model-path: Qwen/Qwen3-8B (revision main) is not in the Hugging Face cache" in out.result["msg"]
+    assert f"looked in {tmp_path}/.cache/huggingface/hub" in out.result["msg"]
+    assert out.result["models"]["model"] == {
+        "path": "Qwen/Qwen3-8B",
+        "local": False,
+        "files": {},
+        "weights": None,
+    }
+
+    environment = {"HF_HOME": str(HF_CACHE)}
+    r = run_module(monkeypatch, {"argv": argv, "gpus": [0], "environment": environment}).result
+    commit = (HF_CACHE / "hub" / "models--Qwen--Qwen3-8B" / "refs" / "main").read_text()
+    assert r["action"] == "start" and r["argv"] == argv  # the unit keeps the hub id
+    assert r["plan"]["notes"][0].startswith(f"--model-path Qwen/Qwen3-8B (revision main = commit {commit})")
+    assert f"{HF_CACHE / 'hub'} (from HF_HOME)" in r["plan"]["notes"][0]
+    model = r["models"]["model"]
+    assert model["hub"] == {"id": "Qwen/Qwen3-8B", "revision": "main", "commit_hash": commit}
+    assert model["path"] == "Qwen/Qwen3-8B" and "config.json" in model["files"]
+    assert host.calls[-3][1] == environment  # the SGLang probe ran with the same environment
+
+
 # --- against the real stand-in: real SGLang probe (the sim shim), real nvidia-smi stand-in, real start ---
 
 sys.path.insert(0, str(REPO / "tests" / "python" / "sim"))
 import sim_harness  # noqa: E402
+
+from sglbench.sim import release  # noqa: E402
 
 SHIM = REPO / "python" / "sglbench" / "sim" / "sglang_shim"
 
@@ -289,9 +331,11 @@ SHIM = REPO / "python" / "sglbench" / "sim" / "sglang_shim"
 def sim_host(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, str]:
     """This process as a sim host: the shim is `sglang`, nvidia-smi is the stand-in's, one state dir."""
     state = tmp_path / "state"
-    env = sim_harness.sim_env(state)
+    # The stand-in impersonates 0.5.11: its own accounting is A (< 0.5.12, so the probe maps the version)
+    # and it spells the mission's flags as MISSION_ARGV does (--mamba-scheduler-strategy).
+    env = sim_harness.sim_env(state, SGLBENCH_SIM_SGLANG_VERSION="0.5.11", SGLBENCH_SIM_ACCOUNTING="")
     env["PYTHONPATH"] = f"{SHIM}{os.pathsep}{env['PYTHONPATH']}"
-    for key in ("PYTHONPATH", "SGLBENCH_SIM_STATE_DIR", "SGLBENCH_SIM_TIME_SCALE"):
+    for key in ("PYTHONPATH", "SGLBENCH_SIM_STATE_DIR", "SGLBENCH_SIM_TIME_SCALE", release.ENV):
         monkeypatch.setenv(key, env[key])
 
     _capture_exits(monkeypatch)

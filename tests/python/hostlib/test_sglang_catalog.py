@@ -7,18 +7,26 @@ import json
 from pathlib import Path
 
 import pytest
+from catalog_fixtures import BASE_FLAGS, catalog_doc, write_catalogs
 
 from sglbench.hostlib import sglang_catalog, sglang_parser_dump
 from sglbench.hostlib.sglang_catalog import CatalogError
-
-from catalog_fixtures import BASE_FLAGS, catalog_doc, write_catalogs
 
 
 @pytest.mark.parametrize(
     "ordered",
     [
-        ["0.4.10", "0.4.10.post2", "0.5.2", "0.5.10", "0.5.10.post1", "0.5.11rc1", "0.5.11", "0.5.23",
-         "0.5.23+ddtree"],
+        [
+            "0.4.10",
+            "0.4.10.post2",
+            "0.5.2",
+            "0.5.10",
+            "0.5.10.post1",
+            "0.5.11rc1",
+            "0.5.11",
+            "0.5.23",
+            "0.5.23+ddtree",
+        ],
     ],
 )
 def test_versions_sort_like_pep440(ordered: list[str]) -> None:
@@ -47,7 +55,9 @@ def test_releases_and_load_read_a_directory(tmp_path: Path) -> None:
     assert "--mamba-radix-cache-strategy" in cat.by_option
     assert cat.by_option["--model"].dest == "model_path"
     renames = sglang_catalog.load_renames(str(tmp_path))
-    assert [(r.old, r.new) for r in renames] == [("--mamba-scheduler-strategy", "--mamba-radix-cache-strategy")]
+    assert [(r.old, r.new) for r in renames] == [
+        ("--mamba-scheduler-strategy", "--mamba-radix-cache-strategy")
+    ]
     with pytest.raises(CatalogError, match=r"no catalog for SGLang 0\.9\.9 .*catalogued: 0\.5\.10, 0\.5\.20"):
         sglang_catalog.load("0.9.9", str(tmp_path))
 
@@ -55,9 +65,18 @@ def test_releases_and_load_read_a_directory(tmp_path: Path) -> None:
 def test_an_overlay_extends_its_release(tmp_path: Path) -> None:
     write_catalogs(tmp_path)
     overlay = {
-        "schema": sglang_catalog.SCHEMA, "release": "0.5.20+ddtree", "extends": "0.5.20", "method": "overlay",
-        "flags": [{"opts": ["--speculative-ddtree-budget"], "dest": "speculative_ddtree_budget",
-                   "action": "store", "type": "int"}],
+        "schema": sglang_catalog.SCHEMA,
+        "release": "0.5.20+ddtree",
+        "extends": "0.5.20",
+        "method": "overlay",
+        "flags": [
+            {
+                "opts": ["--speculative-ddtree-budget"],
+                "dest": "speculative_ddtree_budget",
+                "action": "store",
+                "type": "int",
+            }
+        ],
     }
     (tmp_path / "0.5.20+ddtree.json").write_text(json.dumps(overlay))
     cat = sglang_catalog.load("0.5.20+ddtree", str(tmp_path))
@@ -72,9 +91,20 @@ def test_an_overlay_extends_its_release(tmp_path: Path) -> None:
     [
         ("not json", "cannot read"),
         (json.dumps({"schema": "other", "release": "x", "flags": []}), "not an SGLang flag catalog"),
-        (json.dumps({"schema": sglang_catalog.SCHEMA, "release": "x", "flags": [{"opts": ["--a"]}]}), "lacks"),
-        (json.dumps({"schema": sglang_catalog.SCHEMA, "release": "x",
-                     "flags": [{"opts": ["--a"], "dest": "a", "action": "frobnicate"}]}), "unknown action"),
+        (
+            json.dumps({"schema": sglang_catalog.SCHEMA, "release": "x", "flags": [{"opts": ["--a"]}]}),
+            "lacks",
+        ),
+        (
+            json.dumps(
+                {
+                    "schema": sglang_catalog.SCHEMA,
+                    "release": "x",
+                    "flags": [{"opts": ["--a"], "dest": "a", "action": "frobnicate"}],
+                }
+            ),
+            "unknown action",
+        ),
     ],
 )
 def test_bad_catalog_files_name_the_file(tmp_path: Path, content: str, needle: str) -> None:
@@ -91,8 +121,22 @@ def _parser(abbrev: bool = True) -> argparse.ArgumentParser:
 
 def test_rebuilt_parser_converts_and_checks_like_the_release() -> None:
     ns = _parser().parse_args(
-        ["--model", "m", "--tp", "2", "--page-size", "16", "--cuda-graph-bs", "1", "2", "--no-enable-metrics",
-         "--json-model-override-args", '{"a": 1}', "--max-total-tokens", "12k"]
+        [
+            "--model",
+            "m",
+            "--tp",
+            "2",
+            "--page-size",
+            "16",
+            "--cuda-graph-bs",
+            "1",
+            "2",
+            "--no-enable-metrics",
+            "--json-model-override-args",
+            '{"a": 1}',
+            "--max-total-tokens",
+            "12k",
+        ]
     )
     assert (ns.model_path, ns.tp_size, ns.page_size, ns.cuda_graph_bs) == ("m", 2, 16, [1, 2])
     assert ns.enable_metrics is False and ns.json_model_override_args == {"a": 1}

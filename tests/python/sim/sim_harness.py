@@ -27,6 +27,12 @@ PYTHON_SRC = REPO / "python"
 MODELS = REPO / "tests" / "fixtures" / "models"
 NVIDIA_SMI = PYTHON_SRC / "sglbench" / "sim" / "bin" / "nvidia-smi"
 TIME_SCALE = "0.001"
+# What the stand-in impersonates in these tests unless a test says otherwise: the sim inventory's
+# setting (inventory/sim/group_vars/sglang_gpu/host.yml), i.e. the 0.5.23 DDTree build's flags with
+# memory accounting A, the variant the mission's numbers were computed with. Pass "" for either to get
+# the stand-in's own default (newest catalogued release; its version's accounting variant).
+SGLANG_VERSION = "0.5.23+ddtree"
+ACCOUNTING = "A"
 
 
 def free_port() -> int:
@@ -139,6 +145,8 @@ def sim_env(state_dir: Path, **extra: str) -> dict[str, str]:
             "PYTHONPATH": str(PYTHON_SRC),
             "SGLBENCH_SIM_TIME_SCALE": TIME_SCALE,
             "SGLBENCH_SIM_STATE_DIR": str(state_dir),
+            "SGLBENCH_SIM_SGLANG_VERSION": SGLANG_VERSION,
+            "SGLBENCH_SIM_ACCOUNTING": ACCOUNTING,
             "PYTHONUNBUFFERED": "1",
         }
     )
@@ -236,7 +244,7 @@ def spec_sim(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sim]:
             "4",
             "--context-length",
             "32768",
-            "--mamba-scheduler-strategy",
+            "--mamba-radix-cache-strategy",
             "extra_buffer",
             "--decode-log-interval",
             "3",

@@ -6,7 +6,7 @@ import itertools
 import json
 
 import pytest
-from sim_harness import Sim, model, sse_events
+from sim_harness import SGLANG_VERSION, Sim, model, sse_events
 
 from sglbench.hostlib import sglang_logs
 
@@ -37,7 +37,7 @@ def test_server_info_matches_startup_log(plain_sim: Sim) -> None:
         assert usage["kvcache"] == pytest.approx(parsed["kv"]["k_gib"] + parsed["kv"]["v_gib"], abs=0.02)
         assert "avg_spec_accept_length" not in state
         assert isinstance(state["last_gen_throughput"], float)
-        assert info["version"] == "0.0.0+sglbench.sim"
+        assert info["version"] == SGLANG_VERSION
         assert info["sglbench_sim"]["simulated"] is True
 
 

@@ -29,7 +29,7 @@ MISSION = [
     "8",
     "--context-length",
     "32768",
-    "--mamba-scheduler-strategy",
+    "--mamba-radix-cache-strategy",
     "extra_buffer",
 ]
 
@@ -134,7 +134,7 @@ def test_variant_b_raises_runtime_error_after_v3_lines(tmp_path: Path) -> None:
         "0.58",
         "--context-length",
         "32768",
-        "--mamba-scheduler-strategy",
+        "--mamba-radix-cache-strategy",
         "extra_buffer",
     ]
     plan = planned(args, "B", 51.05)
@@ -335,7 +335,7 @@ def test_second_server_on_same_gpu_sees_less_free_memory(start_sim) -> None:
 
 def test_sglang_shim_runs_the_stand_in_with_version(tmp_path: Path) -> None:
     shim = PYTHON_SRC / "sglbench" / "sim" / "sglang_shim"
-    env = sim_env(tmp_path / "state", SGLBENCH_SIM_SGLANG_VERSION="0.5.23")
+    env = sim_env(tmp_path / "state", SGLBENCH_SIM_SGLANG_VERSION="0.5.23", SGLBENCH_SIM_ACCOUNTING="")
     env["PYTHONPATH"] = f"{PYTHON_SRC}{os.pathsep}{shim}"
     version = subprocess.run(
         [sys.executable, "-c", "import sglang; print(sglang.__version__)"],

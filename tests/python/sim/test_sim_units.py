@@ -49,8 +49,8 @@ def test_settings_parse_and_reject() -> None:
 
 def test_gpu_kinds_and_assignment() -> None:
     kind = gpus.gpu_kind(settings.load_settings({}))
-    assert (kind.name, kind.mem_mib) == ("NVIDIA RTX PRO 6000 Blackwell Server Edition", 97887)
-    assert gpus.gpu_kind(settings.load_settings({"SGLBENCH_SIM_GPU": "h100"})).mem_mib == 81559
+    assert (kind.smi_name, kind.memory_mib) == ("NVIDIA RTX PRO 6000 Blackwell Server Edition", 97887)
+    assert gpus.gpu_kind(settings.load_settings({"SGLBENCH_SIM_GPU": "h100"})).memory_mib == 81559
     assert gpus.assigned_gpus(2, 8, "4,6,7") == [4, 6]
     assert gpus.assigned_gpus(2, 8, None) == [0, 1]
     with pytest.raises(gpus.GpuConfigError, match="invalid device ordinal"):

@@ -2,8 +2,11 @@
 
 Installed on sim hosts so the exact command a real unit runs works unchanged:
 ``python -m sglang.launch_server <SGLang flags>`` starts the sglbench stand-in
-(``sglbench.sim``). ``__version__`` is ``SGLBENCH_SIM_SGLANG_VERSION`` when set, else
-``0.0.0+sglbench.sim`` (which the capacity planner maps to accounting variant A).
+(``sglbench.sim``), and code that asks the installed SGLang for its launch parser
+(``sglang.srt.server_args.ServerArgs.add_cli_args``) gets the impersonated release's flags.
+
+``__version__`` is the release the stand-in impersonates: ``SGLBENCH_SIM_SGLANG_VERSION`` when set,
+else the newest catalogued public SGLang release (``sglbench.sim.release``).
 
 ``__sglbench_accounting__`` tells the capacity planner (``sglbench_plan`` module,
 ``hostlib/plan_inputs.py``) which memory-accounting variant the stand-in emulates:
@@ -13,6 +16,16 @@ Installed on sim hosts so the exact command a real unit runs works unchanged:
 
 import os as _os
 
-__version__ = _os.environ.get("SGLBENCH_SIM_SGLANG_VERSION") or "0.0.0+sglbench.sim"
+
+def _version() -> str:
+    value = (_os.environ.get("SGLBENCH_SIM_SGLANG_VERSION") or "").strip()
+    if value:
+        return value
+    from sglbench.sim import release as _release
+
+    return _release.newest_public()
+
+
+__version__ = _version()
 __sglbench_accounting__ = (_os.environ.get("SGLBENCH_SIM_ACCOUNTING") or "").strip().upper() or None
 SGLBENCH_SIM = True
