@@ -50,9 +50,9 @@ PLANNER_FIELDS: dict[str, tuple[tuple[str, ...], Any]] = {
     "dtype": (("dtype",), "auto"),
     "quantization": (("quantization",), None),
     "context_length": (("context_length",), None),
-    "tp_size": (("tp_size",), 1),
-    "pp_size": (("pp_size",), 1),
-    "dp_size": (("dp_size",), 1),
+    "tp_size": (("tp_size", "tensor_parallel_size"), 1),
+    "pp_size": (("pp_size", "pipeline_parallel_size"), 1),
+    "dp_size": (("dp_size", "data_parallel_size"), 1),
     "enable_dp_attention": (("enable_dp_attention",), False),
     "mem_fraction_static": (("mem_fraction_static",), None),
     "max_running_requests": (("max_running_requests",), None),
@@ -86,6 +86,7 @@ PLANNER_FIELDS: dict[str, tuple[tuple[str, ...], Any]] = {
 }
 _HICACHE = "hierarchical cache lives in host memory: the GPU KV pool is planned unchanged"
 _LORA = "LoRA adapter pools are not modelled: planned as if no adapter memory is reserved"
+_EP = "expert parallelism changes MoE weight sharding; weights are read from the checkpoint"
 # Fields that change GPU memory in ways the planner does not model: planned anyway, with the
 # stated assumption (the prediction is then an upper bound on what the server will get).
 ASSUMED_FIELDS: dict[str, str] = {
@@ -101,7 +102,8 @@ ASSUMED_FIELDS: dict[str, str] = {
     "enable_torch_compile": "torch.compile workspaces are not modelled (they use the activation reserve)",
     "attn_dp_size": "attention data parallelism is planned like --enable-dp-attention",
     "enable_two_batch_overlap": "two-batch overlap buffers are not modelled",
-    "ep_size": "expert parallelism changes MoE weight sharding; weights are read from the checkpoint",
+    "ep_size": _EP,
+    "expert_parallel_size": _EP,
     "moe_a2a_backend": "expert-parallel all-to-all buffers are not modelled",
     "cuda_graph_bs": "the CUDA graph batch sizes are planned from their maximum",
     "speculative_draft_kv_cache_dtype": "the draft KV cache is planned in the target's KV dtype",

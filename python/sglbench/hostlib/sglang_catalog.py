@@ -411,6 +411,8 @@ def _add(parser: argparse.ArgumentParser, spec: FlagSpec) -> None:
             kwargs["type"] = convert
         if spec.nargs is not None:
             kwargs["nargs"] = spec.nargs
+            if spec.const is not None and spec.nargs == "?":
+                kwargs["const"] = spec.const
         choices = _choices(spec, convert)
         if choices is not None:
             kwargs["choices"] = choices

@@ -223,3 +223,29 @@ def test_a_deprecated_alias_reads_into_the_new_field_and_recommendations_use_the
     assert (ns.mamba_scheduler_strategy, ns.cuda_graph_max_bs) == ("extra_buffer", 64)
     assert sglang_args.spell(ns, "mamba_scheduler_strategy") == "--mamba-radix-cache-strategy"
     assert sglang_args.spell(ns, "cuda_graph_max_bs") == "--cuda-graph-max-bs-decode"
+
+
+# Flags the planner reads; every release that has one must store it where the planner looks.
+PLANNED_FLAGS = (
+    "--tp-size", "--dp-size", "--pp-size", "--mem-fraction-static", "--context-length",
+    "--max-running-requests", "--max-total-tokens", "--chunked-prefill-size", "--max-prefill-tokens",
+    "--page-size", "--kv-cache-dtype", "--mamba-ssm-dtype", "--max-mamba-cache-size",
+    "--mamba-full-memory-ratio", "--mamba-scheduler-strategy", "--mamba-radix-cache-strategy",
+    "--cuda-graph-max-bs", "--cuda-graph-max-bs-decode", "--disable-radix-cache",
+    "--disable-overlap-schedule", "--speculative-algorithm", "--speculative-num-draft-tokens",
+    "--speculative-num-steps", "--speculative-eagle-topk", "--speculative-draft-model-path",
+)  # fmt: skip
+
+
+@pytest.mark.parametrize("release", SHIPPED)
+def test_every_release_stores_the_planned_flags_where_the_planner_reads(release: str) -> None:
+    planner = {f for fields, _ in sglang_args.PLANNER_FIELDS.values() for f in fields}
+    cat = sglang_catalog.load(release)
+    stray = {o: cat.by_option[o].dest for o in PLANNED_FLAGS if o in cat.by_option}
+    assert {o: d for o, d in stray.items() if d not in planner} == {}
+
+
+@pytest.mark.parametrize("release", [r for r in ("0.5.10", "0.5.23") if r in SHIPPED])
+def test_parallel_sizes_are_read_on_every_release(release: str) -> None:
+    ns = parse_launch_args_or_raise(["--model-path", "m", "--tp-size", "4", "--dp-size", "2"], release)
+    assert (ns.tp_size, ns.dp_size, ns.pp_size) == (4, 2, 1)
