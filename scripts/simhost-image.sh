@@ -52,14 +52,26 @@ for model in tests/fixtures/models/*/; do
   cp -r "$model" "$ctx/models/"
 done
 find "$ctx" -name '__pycache__' -prune -exec rm -rf {} +
+# Two SGLang installs side by side, as a real host with one venv per release has them:
+# /opt/sglang-<release>/bin/python is the system Python with the stand-in impersonating <release>
+# (point sglbench_sglang_python at one to run a campaign against that release).
+side_by_side="0.5.13 0.5.23+ddtree"
+for release in $side_by_side; do
+  mkdir -p "$ctx/opt/sglang-$release/bin"
+  printf '#!/bin/sh\n# SGLang %s (the sglbench stand-in impersonating it)\nexec env SGLBENCH_SIM_SGLANG_VERSION=%s /usr/bin/python3 "$@"\n' \
+    "$release" "$release" > "$ctx/opt/sglang-$release/bin/python"
+  chmod 0755 "$ctx/opt/sglang-$release/bin/python"
+done
 cat > "$ctx/Containerfile" <<CONTAINERFILE
 FROM $base
 COPY sglbench /usr/lib/python3/dist-packages/sglbench
 COPY sglang /usr/lib/python3/dist-packages/sglang
 COPY nvidia-smi /usr/local/bin/nvidia-smi
 COPY models /models
+COPY opt /opt
 RUN chmod 0755 /usr/local/bin/nvidia-smi \
  && python3 -c "import sglang.launch_server, sglang.srt.server_args, sglbench.sim" \
+ && /opt/sglang-0.5.13/bin/python -c "import sglang; assert sglang.__version__ == '0.5.13'" \
  && (systemctl mask systemd-logind.service getty.target console-getty.service 2>/dev/null || true)
 STOPSIGNAL SIGRTMIN+3
 CMD ["/lib/systemd/systemd"]

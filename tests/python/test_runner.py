@@ -340,3 +340,12 @@ def test_real_run_against_the_sim_host(tmp_path: Path) -> None:
     # the deliberately failing config makes the exit code 1 when it did not start
     if "qwen27b-dflash-mrr8-tp1: ok" not in out:
         assert proc.returncode == 1
+    # a published Qwen3 launch line (reasoning/tool-call parsers, watchdog): checked against the
+    # impersonated release, planned as not affecting capacity, started and benchmarked
+    rec = json.loads((runs[0] / "simhost" / "qwen3-8b-ar-tp1" / "record.json").read_text())
+    assert rec["outcome"] == "ok", rec.get("outcome")
+    assert "--reasoning-parser qwen3 --tool-call-parser qwen25 --watchdog-timeout 600" in " ".join(rec["argv"])
+    assert rec["plan"]["sglang_release"] == "0.5.23+ddtree"
+    effect = rec["plan"]["flags_effect"]["none"]
+    assert {"--reasoning-parser", "--tool-call-parser", "--watchdog-timeout"} <= set(effect)
+    assert list((runs[0] / "simhost" / "qwen3-8b-ar-tp1" / "points").glob("*.json"))
