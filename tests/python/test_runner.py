@@ -344,7 +344,8 @@ def test_real_run_against_the_sim_host(tmp_path: Path) -> None:
     # impersonated release, planned as not affecting capacity, started and benchmarked
     rec = json.loads((runs[0] / "simhost" / "qwen3-8b-ar-tp1" / "record.json").read_text())
     assert rec["outcome"] == "ok", rec.get("outcome")
-    assert "--reasoning-parser qwen3 --tool-call-parser qwen25 --watchdog-timeout 600" in " ".join(rec["argv"])
+    published = "--reasoning-parser qwen3 --tool-call-parser qwen25 --watchdog-timeout 600"
+    assert published in " ".join(rec["argv"])
     assert rec["plan"]["sglang_release"] == "0.5.23+ddtree"
     effect = rec["plan"]["flags_effect"]["none"]
     assert {"--reasoning-parser", "--tool-call-parser", "--watchdog-timeout"} <= set(effect)
