@@ -10,13 +10,15 @@ export PATH := $(BIN):$(PATH)
 export CONTAINERS_CONF := $(CURDIR)/build/podman/containers.conf
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
-.PHONY: help setup venv sysdeps podman-conf image demo test test-fast lint clean
+.PHONY: help setup venv sysdeps podman-conf image demo test test-fast lint clean real-sglang test-real
 
 help:
 	@echo "make demo   - set up and run the sim-host campaign (bench.yml -i inventory/sim -e tp=1)"
 	@echo "make test   - set up and run every test (unit, lint, Molecule)"
 	@echo "make lint   - ansible-lint (production, offline), yamllint, ruff"
 	@echo "make image  - build the sim host container image if missing"
+	@echo "make real-sglang - set up the pinned real SGLang on the CPU (~11 GB, cached outside the tree)"
+	@echo "make test-real   - tests against the real SGLang CPU server (pytest -m real)"
 
 venv: $(VENV)/.installed
 
@@ -49,6 +51,15 @@ test-fast: venv
 
 lint: venv
 	$(BIN)/python -m pytest -m lint
+
+# The real SGLang (pinned, PyPI) serving tiny models on the CPU, cached outside the work tree
+# (~11 GB, ~3-4 min cold, <1 s when in place). Exit 3 = cannot run on this machine.
+real-sglang:
+	@scripts/real-sglang-env.sh
+
+# Tests against that real server (not part of `make test` yet; they skip without the env).
+test-real: venv
+	$(BIN)/python -m pytest -m real
 
 demo: setup
 	SGLBENCH_SIMHOST_IMAGE="$$(tail -n 1 build/simhost-image.txt)" scripts/demo.sh
