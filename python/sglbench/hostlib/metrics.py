@@ -38,6 +38,11 @@ MAX_LOOP_LAG_P99_MS = 10.0  # p99 event-loop lag sampled every 10 ms: the loop w
 MAX_CLIENT_CPU_FRACTION = 0.90  # process CPU time / wall time: one event-loop core saturated
 MIN_ACHIEVED_RATE_FRACTION = 0.97  # rate mode: requests sent / (rate × send window)
 MAX_RUNQUEUE_WAIT_FRACTION = 0.10  # time runnable but waiting for a CPU / wall: other processes starved it
+# Error-rate rule (not a client self-check: it judges what the server answered). A point is invalid when more
+# than this fraction of its measured requests failed; the default 0 is strict: any failed request (a server
+# that died or restarted mid-point, a timeout, an HTTP error) invalidates the point. BenchSpec.max_error_rate,
+# `sglbench bench --max-error-rate`, playbook `sglbench_bench.max_error_rate`.
+DEFAULT_MAX_ERROR_RATE = 0.0
 
 
 def percentile(sorted_values: Sequence[float], q: float) -> float:
@@ -309,14 +314,54 @@ def client_health(
     }
 
 
+def check_max_error_rate(value: Any) -> float:
+    """``value`` as a fraction in [0, 1]; ValueError (naming the rule) for anything else (NaN included)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
+        raise ValueError(
+            f"max_error_rate is the largest fraction of failed requests a valid point may have: a number "
+            f"from 0 (any failed request invalidates the point) to 1, got {value!r}"
+        )
+    return float(value)
+
+
+def error_rate_reason(
+    n_requests: int, n_err: int, errors: Mapping[str, int], max_error_rate: float
+) -> str | None:
+    """Why the point is invalid under the error-rate rule (None when it passes): how many requests failed,
+    the allowed fraction and the most frequent error."""
+    if n_err <= 0 or n_requests <= 0 or n_err <= max_error_rate * n_requests:
+        return None
+    rate = n_err / n_requests
+    allowed = (
+        "max_error_rate 0: any failed request invalidates a point"
+        if max_error_rate == 0
+        else f"{rate:.2%} > max_error_rate {max_error_rate:g}"
+    )
+    text = f"{n_err} of {n_requests} requests failed ({allowed})"
+    if errors:
+        example = max(errors.items(), key=lambda kv: kv[1])[0]
+        # "; " separates reasons in tables (summarize.reason_digest): keep it out of the example.
+        example = " ".join(example.replace("; ", ", ").split())
+        if len(example) > 120:
+            example = example[:119].rsplit(" ", 1)[0] + "…"
+        text += f", e.g. {example}"
+    return text
+
+
 def summarize_point(
     records: Sequence[Any],
     *,
     slo: Slo | None = None,
     client: ClientStats | None = None,
     server_accept_length: float | None = None,
+    max_error_rate: float = DEFAULT_MAX_ERROR_RATE,
 ) -> dict[str, Any]:
-    """Aggregate one load point (warmup records are ignored)."""
+    """Aggregate one load point (warmup records are ignored).
+
+    ``valid`` is false when the client self-check failed (``client``), when no request succeeded, or when
+    more than ``max_error_rate`` of the measured requests failed (default 0: any failure); each reason is
+    one entry of ``invalid_reasons``."""
+    max_error_rate = check_max_error_rate(max_error_rate)
     recs = [r for r in records if not _get(r, "warmup", False)]
     metrics = [request_metrics(r) for r in recs]
     ok_pairs = [(r, m) for r, m in zip(recs, metrics, strict=False) if is_ok(r)]
@@ -360,10 +405,13 @@ def summarize_point(
         if e is not None:
             errors[e[:160]] = errors.get(e[:160], 0) + 1
 
+    n_err = len(recs) - len(ok_pairs)
     summary: dict[str, Any] = {
         "n_requests": len(recs),
         "n_ok": len(ok_pairs),
-        "n_err": len(recs) - len(ok_pairs),
+        "n_err": n_err,
+        "error_rate": n_err / len(recs) if recs else None,
+        "max_error_rate": max_error_rate,
         "duration_s": duration,
         "total_output_tokens": out_tokens,
         "total_input_tokens": in_tokens,
@@ -403,6 +451,9 @@ def summarize_point(
     reasons = list(health["reasons"]) if health else []
     if not ok_pairs:
         reasons.append("no request succeeded")
+    err_reason = error_rate_reason(len(recs), n_err, errors, max_error_rate)
+    if err_reason is not None:
+        reasons.append(err_reason)
     summary["client"] = health
     summary["valid"] = not reasons
     summary["invalid_reasons"] = reasons

@@ -164,6 +164,25 @@ def _first(*values: Any) -> Any:
     return next((v for v in values if v is not None), None)
 
 
+def _graph_gib(value: Any) -> float | int | None:
+    """``memory_usage.graph``: one number before 0.5.23; 0.5.23 splits it per capture phase
+    (``{"prefill": 0.0, "decode": 1.2, "target_verify": ..., "draft_decode": ...}``): their sum."""
+    if isinstance(value, dict):
+        parts = [_num(v) for v in value.values()]
+        parts = [p for p in parts if p is not None]
+        return round(sum(parts), 6) if parts else None
+    return _num(value)
+
+
+def _decode_graph_max_bs(payload: dict[str, Any]) -> Any:
+    """0.5.23's ``cuda_graph_config.decode.max_bs`` when decode graphs are on (backend not disabled)."""
+    config = payload.get("cuda_graph_config")
+    decode = config.get("decode") if isinstance(config, dict) else None
+    if not isinstance(decode, dict) or decode.get("backend") == "disabled":
+        return None
+    return decode.get("max_bs")
+
+
 def normalise_server_info(payload: dict[str, Any], endpoint: str = facts.SERVER_INFO) -> dict[str, Any]:
     """The whitelisted, typed view of an SGLang ``/server_info`` payload (no secrets, no raw dump).
 
@@ -207,12 +226,15 @@ def normalise_server_info(payload: dict[str, Any], endpoint: str = facts.SERVER_
         "page_size": _int(pick("page_size")),
         "kv_cache_dtype": pick("kv_cache_dtype"),
         "disable_cuda_graph": pick("disable_cuda_graph"),
-        # 0.5.14+ name the fields cuda_graph_max_bs_decode / mamba_radix_cache_strategy
-        "cuda_graph_max_bs": _int(_first(pick("cuda_graph_max_bs"), pick("cuda_graph_max_bs_decode"))),
+        # 0.5.14+ name the fields cuda_graph_max_bs_decode / mamba_radix_cache_strategy; 0.5.23 leaves
+        # them as given (None by default) and keeps the resolved value in cuda_graph_config.decode.max_bs
+        "cuda_graph_max_bs": _int(
+            _first(pick("cuda_graph_max_bs"), pick("cuda_graph_max_bs_decode"), _decode_graph_max_bs(payload))
+        ),
         "memory_usage_gib": {
             "weight": _num(mem.get("weight")),
             "kvcache": _num(mem.get("kvcache")),
-            "graph": _num(mem.get("graph")),
+            "graph": _graph_gib(mem.get("graph")),
             "token_capacity": token_capacity,
         },
         "mamba": {

@@ -27,7 +27,7 @@ INIT_END = re.compile(r"Init torch distributed ends\. elapsed=(?P<s>[\d.]+) s, m
 LOAD_BEGIN = re.compile(r"Load weight begin\. avail mem=(?P<avail>[\d.]+) GB")
 LOAD_END = re.compile(
     r"Load weight end\. elapsed=(?P<s>[\d.]+) s, type=(?P<cls>[\w.]+), .*?avail mem=(?P<avail>[\d.]+) GB, "
-    r"mem usage=(?P<weights>[\d.]+) GB"
+    r"mem usage=(?P<weights>-?[\d.]+) GB"  # the CPU engine can log -0.00 (host RAM moved meanwhile)
 )
 KV_DTYPE = re.compile(r"Using KV cache dtype: (?P<dtype>[\w.]+)")
 KV_ALLOC = re.compile(
@@ -45,15 +45,25 @@ MAX_NUM_REQS = re.compile(
 POOL_END = re.compile(r"Memory pool end\. avail mem=(?P<avail>[\d.]+) GB")
 GRAPH_BEGIN = re.compile(
     r"Capture cuda graph begin\. This can take up to several minutes\. avail mem=(?P<avail>[\d.]+) GB"
+    r"|Capture (?:[\w ]+ )?(?:CUDA|CPU|NPU|XPU) graph begin\. .*?avail mem=(?P<avail2>[\d.]+) GB"
 )
+# Before 0.5.23: ``Capture cuda graph end. Time elapsed: ...``; 0.5.23 names the graph (``Capture target
+# decode CUDA graph end. bs=[1, 2], elapsed=1.23 s, mem usage=0.50 GB, avail mem=10.00 GB.``; the prefill
+# graph has no ``bs=``; from cuda_graph_setup.py, not seen on the CPU engine, which captures none).
 GRAPH_END = re.compile(
     r"Capture cuda graph end\. Time elapsed: (?P<s>[\d.]+) s\. mem usage=(?P<mem>[\d.]+) GB\. "
     r"avail mem=(?P<avail>[\d.]+) GB\."
+    r"|Capture (?:[\w ]+ )?(?:CUDA|CPU|NPU|XPU) graph end\. (?:bs=\[[^\]]*\], )?elapsed=(?P<s2>[\d.]+) s, "
+    r"mem usage=(?P<mem2>[\d.]+) GB, "
+    r"avail mem=(?P<avail2>[\d.]+) GB\."
 )
+# The scheduler's summary line; the CPU engine says ``available_cpu_mem=`` (free host RAM) where a GPU
+# says ``available_gpu_mem=`` (SGLang 0.5.23 scheduler.py: ``'available_cpu_mem' if device == 'cpu'``).
 SUMMARY = re.compile(
     r"max_total_num_tokens=(?P<tok>\d+), chunked_prefill_size=(?P<cps>-?\d+), "
     r"max_prefill_tokens=(?P<mpt>\d+), "
-    r"max_running_requests=(?P<mrr>\d+), context_len=(?P<ctx>\d+), available_gpu_mem=(?P<avail>[\d.]+) GB"
+    r"max_running_requests=(?P<mrr>\d+), context_len=(?P<ctx>\d+), "
+    r"available_(?P<device>gpu|cpu)_mem=(?P<avail>[\d.]+) GB"
 )
 UVICORN = re.compile(r"Uvicorn running on (?P<url>https?://(?P<host>[^:\s]+):(?P<port>\d+))")
 READY = re.compile(r"The server is fired up and ready to roll!")
@@ -127,6 +137,7 @@ def parse_startup_log(text: str) -> dict[str, Any]:
         "max_running_requests": None,
         "context_len": None,
         "available_gpu_mem_gib": None,
+        "available_cpu_mem_gib": None,
         "uvicorn": None,
         "ready": False,
         "decode": [],
@@ -174,9 +185,9 @@ def parse_startup_log(text: str) -> dict[str, Any]:
         elif m := GRAPH_END.search(msg):
             out["cuda_graph"].append(
                 {
-                    "elapsed_s": float(m.group("s")),
-                    "mem_gib": float(m.group("mem")),
-                    "avail_gib": float(m.group("avail")),
+                    "elapsed_s": float(m.group("s") or m.group("s2")),
+                    "mem_gib": float(m.group("mem") or m.group("mem2")),
+                    "avail_gib": float(m.group("avail") or m.group("avail2")),
                 }
             )
         elif m := SUMMARY.search(msg):
@@ -186,7 +197,10 @@ def parse_startup_log(text: str) -> dict[str, Any]:
                 "max_prefill_tokens": int(m.group("mpt")),
                 "max_running_requests": int(m.group("mrr")),
                 "context_len": int(m.group("ctx")),
-                "available_gpu_mem_gib": float(m.group("avail")),
+                # the GPU's free memory; None on the CPU engine, whose figure is host RAM
+                "available_gpu_mem_gib": float(m.group("avail")) if m.group("device") == "gpu" else None,
+                "available_cpu_mem_gib": float(m.group("avail")) if m.group("device") == "cpu" else None,
+                "device": m.group("device"),
             }
         elif m := UVICORN.search(msg):
             out["uvicorn"] = {"url": m.group("url"), "host": m.group("host"), "port": int(m.group("port"))}
@@ -215,7 +229,13 @@ def parse_startup_log(text: str) -> dict[str, Any]:
     if len(kvs) > 1:
         out["draft_kv"] = kvs[1]
     if out["summary"]:
-        for key in ("max_total_num_tokens", "max_running_requests", "context_len", "available_gpu_mem_gib"):
+        for key in (
+            "max_total_num_tokens",
+            "max_running_requests",
+            "context_len",
+            "available_gpu_mem_gib",
+            "available_cpu_mem_gib",
+        ):
             out[key] = out["summary"][key]
     elif kvs:
         out["max_total_num_tokens"] = kvs[0]["tokens"]

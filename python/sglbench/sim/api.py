@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from sglbench.hostlib import sglang_facts as facts
-from sglbench.sim import textgen
+from sglbench.sim import release, textgen
 from sglbench.sim.engine import Engine, SimRequest
 from sglbench.sim.httpserver import Request, Response, StreamingResponse, json_response
 from sglbench.sim.memory import MemoryPlan
@@ -69,11 +71,92 @@ _ITL_BUCKETS = (
 )
 
 
+# memory_usage.graph and startup_time.cuda_graph of SGLang 0.5.23: one entry per capture phase
+GRAPH_PHASES = ("prefill", "decode", "target_verify", "draft_prefill", "draft_decode", "draft_extend")
+# Fields SGLang 0.5.23's ServerArgs holds that are no launch flags (so not in the flag catalog); they
+# are in /server_info and internal_states. Values as the release sets them for a plain dense model.
+SERVER_ARGS_EXTRA: dict[str, Any] = {
+    "_radix_eviction_policy_explicitly_set": False,
+    "_speculative_draft_quantization_explicitly_set": False,
+    "_swa_full_tokens_ratio_explicitly_set": False,
+    "aux_hidden_state_capture": None,
+    "enable_cp_tp_group_sharing": False,
+    "grpc_worker_threads": 4,
+    "speculative_boundary_reduction": "rs+rsv",
+    "stat_loggers": None,
+    "uses_mamba_radix_cache": False,
+    "watermark_context_window": 4,
+    "watermark_default_enabled": False,
+    "watermark_enforce_all": False,
+    "watermark_key": "<redacted>",
+    "watermark_key_b": "<redacted>",
+    "watermark_max_probability": 1.0,
+    "watermark_mixing_probability": 0.5,
+}
+# /model_info "embedding" of 0.5.23 for a generation model (no embedding task)
+EMBEDDING_INFO: dict[str, Any] = {
+    "family": "none",
+    "task": "none",
+    "execution": "none",
+    "attention": "none",
+    "pooling": "model_defined",
+    "normalize": False,
+    "postprocessor": "none",
+    "tokenizer_special_tokens": "model_default",
+    "supports_dimensions": False,
+    "supports_token_embeddings": False,
+    "supports_multimodal": False,
+    "requires_embedding_flag": False,
+    "auto_enable_embedding": False,
+    "bcg_eligibility": "disabled",
+    "safe_disable_kv_cache": False,
+    "safe_disable_radix_cache": False,
+    "safe_disable_chunked_prefill": False,
+    "enabled": False,
+    "matryoshka_dimensions": [],
+    "bcg": {
+        "prefill_backend": "disabled",
+        "enabled": False,
+        "capture_token_budget": 4096,
+        "capture_batch_sizes": [
+            *range(4, 33, 4),
+            *range(48, 257, 16),
+            *range(288, 513, 32),
+            *range(576, 1025, 64),
+            *range(1280, 4097, 256),
+        ],
+    },
+    "cache": {"kv_cache_disabled": False, "radix_cache_disabled": False, "chunked_prefill_disabled": False},
+}
+
+
 class ApiError(Exception):
+    """A request refused before it reaches the scheduler (SGLang's tokenizer manager validation)."""
+
     def __init__(self, status: int, message: str, err_type: str = "BadRequestError") -> None:
         super().__init__(message)
         self.status = status
         self.err_type = err_type
+
+
+class SchedulerAbort(Exception):
+    """A request the scheduler aborts (input over ``max_req_input_len``, queue full): non-streamed
+    answers carry the status; a streamed /generate answers 200 and ends with an ``abort`` event."""
+
+    def __init__(self, status: int, message: str, err_type: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.err_type = err_type
+
+    @property
+    def finish_reason(self) -> dict[str, Any]:
+        if self.err_type is None:  # SGLang 0.5.23 _abort_on_queued_limit
+            return {"type": "abort", "status_code": self.status, "message": str(self)}
+        return {"type": "abort", "message": str(self), "status_code": self.status, "err_type": self.err_type}
+
+    @property
+    def status_name(self) -> str:
+        return {400: "BAD_REQUEST", 503: "SERVICE_UNAVAILABLE"}.get(self.status, "INTERNAL_SERVER_ERROR")
 
 
 def openai_error(status: int, message: str, err_type: str) -> Response:
@@ -99,8 +182,11 @@ class Histogram:
         self.n += 1
 
     def render(self, name: str, labels: str) -> list[str]:
-        counts = self.counts or [0] * len(self.buckets)
-        lines = [f"# HELP {name} Histogram of {name.split(':', 1)[1]}.", f"# TYPE {name} histogram"]
+        """The sample lines (none before the first observation, as in SGLang's multiprocess registry)."""
+        if not self.n:
+            return []
+        counts = self.counts
+        lines: list[str] = []
         for bound, count in zip(self.buckets, counts, strict=True):
             lines.append(f'{name}_bucket{{{labels},le="{bound}"}} {float(count)}')
         lines.append(f'{name}_bucket{{{labels},le="+Inf"}} {float(self.n)}')
@@ -119,7 +205,15 @@ class SpecConfig:
 
 
 def _sse(obj: object) -> bytes:
+    return b"data: " + json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8") + b"\n\n"
+
+
+def _sse_spaced(obj: object) -> bytes:
+    """An event SGLang writes with ``json.dumps`` (default separators): the OpenAI stream's error event."""
     return b"data: " + json.dumps(obj).encode("utf-8") + b"\n\n"
+
+
+SSE_DONE = b"data: [DONE]\n\n"
 
 
 def _as_int(value: object, name: str, default: int | None) -> int | None:
@@ -175,12 +269,23 @@ class SimApp:
             "num_requests": 0,
             "num_aborted_requests": 0,
         }
-        self.h_ttft = Histogram(_TTFT_BUCKETS)
-        self.h_e2e = Histogram(_E2E_BUCKETS)
+        # per is_streaming label value ("true"/"false"), counted when a request finishes (as SGLang)
+        self.stream_counters: dict[str, dict[str, int]] = {
+            "prompt_tokens": {},
+            "generation_tokens": {},
+            "num_requests": {},
+        }
+        self.h_ttft: dict[str, Histogram] = {}
+        self.h_e2e: dict[str, Histogram] = {}
         self.h_itl = Histogram(_ITL_BUCKETS)
         self.h_queue = Histogram(_E2E_BUCKETS)
         self.startup_seconds = 0.0
         self.load_weights_seconds = 0.0
+        # the impersonated release follows what was checked against the real 0.5.23 (release.py)
+        self.follows_contract = release.at_least(settings.sglang_version)
+        self.startup_available_gib = 0.0  # the summary line's available memory (set by the server)
+        self.capture_bs: list[int] = []  # CUDA-graph batch sizes ([] with --disable-cuda-graph)
+        self.launch_argv: list[str] = []  # the command line's flags (0.5.23's launch_command)
         engine.on_finish = self._on_finish
 
     # ------------------------------------------------------------------ routing
@@ -202,9 +307,10 @@ class SimApp:
             facts.V1_CHAT_COMPLETIONS: self.chat_completions,
             facts.FLUSH_CACHE: self.flush_cache,
             facts.SET_INTERNAL_STATE: self.set_internal_state,
-            facts.GET_LOAD: self.get_load,
-            facts.V1_LOADS: self.get_load,
+            facts.V1_LOADS: self.v1_loads,
         }
+        if not self.follows_contract:  # releases before 0.5.23 answered /get_load (404 on 0.5.23)
+            handlers[facts.GET_LOAD] = self.get_load
         routes = {p: (facts.ENDPOINT_BY_PATH[p].methods, func) for p, func in handlers.items()}
         if path == facts.METRICS and self.args.enable_metrics:
             return await self.metrics(request)
@@ -216,9 +322,15 @@ class SimApp:
         try:
             return await func(request)
         except ApiError as exc:
+            self.log(f"[http_server] Error: {exc}")
             if path == facts.GENERATE:
                 return json_response({"error": {"message": str(exc)}}, exc.status)
             return openai_error(exc.status, str(exc), exc.err_type)
+        except SchedulerAbort as exc:
+            self.log(f"[http_server] Error: {exc}")
+            if path == facts.GENERATE:
+                return json_response({"error": {"message": str(exc)}}, exc.status)
+            return openai_error(exc.status, str(exc), exc.err_type or "ServiceUnavailableError")
 
     def _body(self, request: Request) -> dict[str, Any]:
         try:
@@ -268,18 +380,20 @@ class SimApp:
         n_prompt = len(prompt_ids)
         if n_prompt == 0 and not is_health:
             raise ApiError(400, "The input is empty (0 tokens); send text or input_ids")
-        if n_prompt >= self.max_req_input_len:
+        # SGLang 0.5.23, in this order: the tokenizer manager checks the input against the model's
+        # context, then input + max_new_tokens; the scheduler checks the input against
+        # max_req_input_len (= min(context, KV pool) - 6) and caps max_new_tokens at
+        # max_req_len - input - 1 (max_req_len = min(context, KV pool) - 1).
+        if n_prompt >= self.context_len:
             raise ApiError(
                 400,
                 f"The input ({n_prompt} tokens) is longer than the model's context length "
                 f"({self.context_len} tokens).",
             )
         max_new = _as_int(sp.get("max_new_tokens"), "max_new_tokens", default_max_new)
-        if max_new is None:
-            max_new = self.max_req_len - n_prompt
-        if max_new < 0:
+        if max_new is not None and max_new < 0:
             raise ApiError(400, f"max_new_tokens must be >= 0, got {max_new}")
-        if n_prompt + max_new > self.context_len:
+        if max_new is not None and n_prompt + max_new > self.context_len:
             raise ApiError(
                 400,
                 f"Requested token count exceeds the model's maximum context length of {self.context_len} "
@@ -289,7 +403,15 @@ class SimApp:
                 f"and {max_new} tokens for the completion. Please reduce the number of tokens in the input "
                 "messages or the completion to fit within the limit.",
             )
-        max_new = min(max_new, self.max_req_len - n_prompt) if self.max_req_len > n_prompt else 0
+        if n_prompt >= self.max_req_input_len and not is_health:
+            message = (
+                f"Input length ({n_prompt} tokens) exceeds the maximum allowed length "
+                f"({self.max_req_input_len} tokens). Use a shorter input or enable --allow-auto-truncate."
+            )
+            self.log(f"{message}, self.rid='{uuid.uuid4().hex}'")
+            raise SchedulerAbort(400, message, "BadRequestError")
+        room = max(0, self.max_req_len - n_prompt - 1)
+        max_new = room if max_new is None else min(max_new, room)
         key = textgen.request_key(prompt_ids, sp.get("sampling_seed"))
         sampler = None
         if self.spec is not None:
@@ -325,7 +447,7 @@ class SimApp:
     def _check_queue(self) -> None:
         limit = self.args.max_queued_requests
         if limit is not None and len(self.engine.waiting) >= limit:
-            raise ApiError(503, "The request queue is full.", "ServiceUnavailableError")
+            raise SchedulerAbort(503, "The request queue is full.")
 
     def _submit(self, req: SimRequest) -> None:
         if not req.is_health:
@@ -343,10 +465,18 @@ class SimApp:
         if req.is_health:
             return
         self.counters["generation_tokens"] += len(req.output_ids)
+        flag = "true" if req.stream else "false"
+        for key, value in (
+            ("prompt_tokens", len(req.prompt_ids)),
+            ("generation_tokens", len(req.output_ids)),
+            ("num_requests", 1),
+        ):
+            self.stream_counters[key][flag] = self.stream_counters[key].get(flag, 0) + value
         end = req.finished_time or time.monotonic()
-        self.h_e2e.observe(end - req.created)
+        self.h_e2e.setdefault(flag, Histogram(_E2E_BUCKETS)).observe(end - req.created)
+        self.h_queue.observe(max(0.0, (req.admitted_time or req.created) - req.created))
         if req.first_token_time is not None:
-            self.h_ttft.observe(req.first_token_time - req.created)
+            self.h_ttft.setdefault(flag, Histogram(_TTFT_BUCKETS)).observe(req.first_token_time - req.created)
             if len(req.output_ids) > 1:
                 self.h_itl.observe((end - req.first_token_time) / (len(req.output_ids) - 1))
         self._finished_requests += 1
@@ -411,36 +541,98 @@ class SimApp:
             meta["spec_draft_token_num"] = draft
             meta["spec_accept_histogram"] = hist
 
+    def _wall(self, mono: float) -> float:
+        """A monotonic instant as a Unix timestamp (SGLang reports wall-clock ``*_ts`` / ``*_time``)."""
+        return self.start_time + (mono - self._mono0())
+
     def _meta(self, req: SimRequest) -> dict[str, Any]:
+        """``meta_info`` with SGLang 0.5.23's keys: a streamed chunk before the last one carries the
+        first group only; the final one adds ``weight_versions``, ``e2e_latency`` and, with
+        ``--enable-metrics``, the request's timestamps, first-token latency and decode throughput."""
+        done = req.done
+        first = req.first_token_time or req.created
+        end = req.finished_time or time.monotonic()
+        n_out = len(req.output_ids)
         meta: dict[str, Any] = {
             "id": req.rid,
-            "finish_reason": req.finish_reason if req.done else None,
+            "finish_reason": req.finish_reason if done else None,
             "prompt_tokens": len(req.prompt_ids),
             "weight_version": "default",
-            "total_retractions": 0,
-            "completion_tokens": len(req.output_ids),
+            "num_retractions": 0,
+            "storage_prefetch_wait": 0.0,
+            "storage_staging_wait": 0.0,
+            "forward_entry_time": self._wall(req.created),
+            "prefill_finished_time": self._wall(first),
+            "queue_time": max(0.0, (req.admitted_time or req.created) - req.created),
+            "reasoning_tokens": 0,
+            "completion_tokens": n_out,
             "cached_tokens": req.cached_tokens,
         }
-        if req.done:
-            meta["e2e_latency"] = (req.finished_time or time.monotonic()) - req.created
+        if done:
+            meta["weight_versions"] = [{"version": "default", "start": 0, "end": n_out}]
+        meta["cached_tokens_details"] = (
+            {"device": req.cached_tokens, "host": 0} if req.cached_tokens else None
+        )
+        meta["dp_rank"] = None
+        if done:
+            meta["e2e_latency"] = end - req.created
         self._spec_meta(req, meta)
-        if self.args.enable_metrics and req.done:
-            wall0 = self.start_time + (req.created - self._mono0())
-            first = req.first_token_time or req.created
-            end = req.finished_time or req.created
+        if self.args.enable_metrics and done:
+            wall0 = self._wall(req.created)
+            meta["request_received_ts"] = wall0
+            if req.first_token_time is not None:
+                meta["first_token_latency"] = first - req.created
+            meta["api_server_dispatch_finish_ts"] = wall0
+            meta["request_finished_ts"] = self._wall(end)
+            if n_out > 1 and end > first:
+                meta["decode_throughput"] = (n_out - 1) / (end - first)
+        meta["response_sent_to_client_ts"] = time.time()
+        return meta
+
+    def _abort_meta(self, abort: SchedulerAbort, n_prompt: int) -> dict[str, Any]:
+        """The one event a streamed /generate gets when the scheduler aborts it (0.5.23)."""
+        rid = uuid.uuid4().hex
+        if abort.status == 503:  # queue full: aborted before it was scheduled
+            return {
+                "id": rid,
+                "finish_reason": abort.finish_reason,
+                "weight_version": "default",
+                "e2e_latency": 0.0,
+                "weight_versions": [{"version": "default", "start": 0, "end": 0}],
+                "completion_tokens": 0,
+                "response_sent_to_client_ts": time.time(),
+            }
+        now = time.time()
+        meta: dict[str, Any] = {
+            "id": rid,
+            "finish_reason": abort.finish_reason,
+            # what 0.5.23 reports for a request the scheduler refused: one prompt token, one output
+            "prompt_tokens": 1,
+            "weight_version": "default",
+            "num_retractions": 0,
+            "storage_prefetch_wait": 0.0,
+            "storage_staging_wait": 0.0,
+            "forward_entry_time": now,
+            "prefill_finished_time": now,
+            "queue_time": 0.0,
+            "reasoning_tokens": 0,
+            "completion_tokens": 1,
+            "cached_tokens": 0,
+            "weight_versions": [{"version": "default", "start": 0, "end": 1}],
+            "cached_tokens_details": None,
+            "dp_rank": None,
+            "e2e_latency": 0.0,
+        }
+        if self.args.enable_metrics:
             meta.update(
                 {
-                    "request_received_ts": wall0,
-                    "api_server_dispatch_finish_ts": wall0,
-                    "forward_entry_time": wall0,
-                    "prefill_finished_time": wall0 + (first - req.created),
-                    "request_finished_ts": wall0 + (end - req.created),
-                    "response_sent_to_client_ts": wall0 + (end - req.created),
-                    "queue_time": 0.0,
-                    "inference_time": end - req.created,
-                    "decode_throughput": (len(req.output_ids) - 1) / max(1e-9, end - first),
+                    "request_received_ts": now,
+                    "first_token_latency": 0.0,
+                    "api_server_dispatch_finish_ts": now,
+                    "request_finished_ts": now,
                 }
             )
+        meta["response_sent_to_client_ts"] = now
         return meta
 
     _mono_at_start: float | None = None
@@ -466,8 +658,10 @@ class SimApp:
     async def generate(self, request: Request) -> Response | StreamingResponse:
         body = self._body(request)
         text, input_ids = body.get("text"), body.get("input_ids")
-        if (text is None) == (input_ids is None):
-            raise ApiError(400, "Either text or input_ids should be provided.")
+        if text is None and input_ids is None:
+            raise ApiError(400, "Either text, input_ids or input_embeds should be provided.")
+        if input_ids is not None:  # SGLang uses the ids when both are given
+            text = None
         sp = body.get("sampling_params") or {}
         stream = bool(body.get("stream", False))
         prompts: list[list[int]]
@@ -491,12 +685,30 @@ class SimApp:
         if batch and stream:
             raise ApiError(400, "sglbench sim: streaming a batch /generate request is not supported")
         self._check_fault()
-        self._check_queue()
         sps = sp if isinstance(sp, list) else [sp] * len(prompts)
         rids = body.get("rid")
         if isinstance(rids, str) and not batch:
             sps = [{**sps[0], "_rid": rids}] if isinstance(sps[0], dict) else sps
-        reqs = [self._new_request(p, s, default_max_new=128) for p, s in zip(prompts, sps, strict=False)]
+        if stream:
+            # A streamed /generate has sent its 200 before anything is checked: a refused request
+            # ends the event stream with an error event, an aborted one with an ``abort`` chunk.
+            try:
+                self._check_queue()
+                reqs = [self._new_request(prompts[0], sps[0], default_max_new=128)]
+                reqs[0].stream = True
+            except ApiError as exc:
+                self.log(f"[http_server] Error: {exc}")
+                event = {"message": str(exc), "type": "invalid_request_error", "code": exc.status}
+                return self._sse_response([_sse({"error": {**event, "retryable": False}}), SSE_DONE])
+            except SchedulerAbort as exc:
+                self.log(f"[http_server] Error: {exc}")
+                aborted = {"text": "", "output_ids": [], "meta_info": self._abort_meta(exc, len(prompts[0]))}
+                if exc.status != 503:
+                    aborted["output_ids"] = [self.eos_id]
+                return self._sse_response([_sse(aborted), SSE_DONE])
+        else:
+            self._check_queue()
+            reqs = [self._new_request(p, s, default_max_new=128) for p, s in zip(prompts, sps, strict=False)]
         for req in reqs:
             self._submit(req)
         if not stream:
@@ -532,9 +744,17 @@ class SimApp:
                     obj = {"text": text_now, "output_ids": list(req.output_ids), "meta_info": self._meta(req)}
                 sent_ids, sent_text = len(req.output_ids), text_now
                 yield _sse(obj)
-            yield b"data: [DONE]\n\n"
+            yield SSE_DONE
 
         return StreamingResponse(chunks(), on_disconnect=lambda: self._abort(req))
+
+    @staticmethod
+    def _sse_response(events: list[bytes]) -> StreamingResponse:
+        async def chunks() -> AsyncIterator[bytes]:
+            for event in events:
+                yield event
+
+        return StreamingResponse(chunks())
 
     def _abort(self, req: SimRequest) -> None:
         if not req.done:
@@ -542,17 +762,46 @@ class SimApp:
             self.counters["num_aborted_requests"] += 1
 
     # ---------------------------------------------------------------- OpenAI-compatible
-    def _usage(self, req: SimRequest) -> dict[str, Any]:
+    def _usage(self, req: SimRequest, *, details: bool = True) -> dict[str, Any]:
+        """``usage``; the closing chunk of a streamed /v1/completions has no ``*_details`` (0.5.23)."""
         prompt, completion = len(req.prompt_ids), len(req.output_ids)
+        usage: dict[str, Any] = {"prompt_tokens": prompt, "total_tokens": prompt + completion}
+        usage["completion_tokens"] = completion
+        if details:
+            usage["prompt_tokens_details"] = (
+                {"cached_tokens": req.cached_tokens} if self.args.enable_cache_report else None
+            )
+        usage["reasoning_tokens"] = 0
+        if details:
+            usage["completion_tokens_details"] = None
+        return usage
+
+    @staticmethod
+    def _metadata(req: SimRequest) -> dict[str, Any]:
+        n_out = len(req.output_ids)
         return {
-            "prompt_tokens": prompt,
-            "total_tokens": prompt + completion,
-            "completion_tokens": completion,
-            "prompt_tokens_details": {"cached_tokens": req.cached_tokens}
-            if self.args.enable_cache_report
-            else None,
-            "reasoning_tokens": 0,
+            "weight_version": "default",
+            "weight_versions": [{"version": "default", "start": 0, "end": n_out}],
         }
+
+    async def _openai_submit(
+        self, ids: list[int], sp: dict[str, Any], default_max_new: int | None, stream: bool
+    ) -> SimRequest | StreamingResponse:
+        """Validate and submit; for a streamed request the scheduler's refusal comes as an error event
+        after the 200 (what 0.5.23 does), so it is returned instead of raised."""
+        self._check_fault()
+        try:
+            self._check_queue()
+            req = self._new_request(ids, sp, default_max_new=default_max_new)
+        except SchedulerAbort as exc:
+            if not stream:
+                raise
+            self.log(f"[http_server] Error: {exc}")
+            event = {"object": "error", "message": str(exc), "type": exc.status_name, "param": None}
+            return self._sse_response([_sse_spaced({"error": {**event, "code": exc.status}}), SSE_DONE])
+        req.stream = stream
+        self._submit(req)
+        return req
 
     @staticmethod
     def _openai_finish(req: SimRequest) -> tuple[str | None, Any]:
@@ -595,14 +844,14 @@ class SimApp:
         else:
             raise ApiError(400, "prompt must be a string or a list of token ids (one prompt per request)")
         sp = self._openai_params(body, chat=False)
-        self._check_fault()
-        self._check_queue()
-        req = self._new_request(ids, sp, default_max_new=16)
-        self._submit(req)
-        rid = f"cmpl-{req.rid}"
+        stream = bool(body.get("stream"))
+        req = await self._openai_submit(ids, sp, 16, stream)
+        if isinstance(req, StreamingResponse):
+            return req
+        rid = req.rid
         created = int(time.time())
         model = body.get("model") or self.served_model_name
-        if not body.get("stream"):
+        if not stream:
             await self._wait_done(req)
             text = self._text_of(req)
             reason, matched = self._openai_finish(req)
@@ -624,7 +873,7 @@ class SimApp:
                         }
                     ],
                     "usage": self._usage(req),
-                    "metadata": {"weight_version": "default"},
+                    "metadata": self._metadata(req),
                 }
             )
         opts = body.get("stream_options") or {}
@@ -654,7 +903,7 @@ class SimApp:
                             "matched_stop": matched,
                         }
                     ],
-                    "usage": self._usage(req) if continuous else None,
+                    "usage": self._usage(req, details=False) if continuous else None,
                 }
                 yield _sse(chunk)
                 if reason is not None:
@@ -667,10 +916,10 @@ class SimApp:
                         "created": created,
                         "model": model,
                         "choices": [],
-                        "usage": self._usage(req),
+                        "usage": self._usage(req, details=False),
                     }
                 )
-            yield b"data: [DONE]\n\n"
+            yield SSE_DONE
 
         return StreamingResponse(chunks(), on_disconnect=lambda: self._abort(req))
 
@@ -692,14 +941,14 @@ class SimApp:
         body = self._body(request)
         ids = textgen.encode(self._chat_prompt(body.get("messages")), self.facts.vocab_size)
         sp = self._openai_params(body, chat=True)
-        self._check_fault()
-        self._check_queue()
-        req = self._new_request(ids, sp, default_max_new=None)
-        self._submit(req)
+        stream = bool(body.get("stream"))
+        req = await self._openai_submit(ids, sp, None, stream)
+        if isinstance(req, StreamingResponse):
+            return req
         rid = req.rid
         created = int(time.time())
         model = body.get("model") or self.served_model_name
-        if not body.get("stream"):
+        if not stream:
             await self._wait_done(req)
             text = self._text_of(req)
             reason, matched = self._openai_finish(req)
@@ -716,7 +965,6 @@ class SimApp:
                                 "role": "assistant",
                                 "content": text.lstrip(),
                                 "reasoning_content": None,
-                                "tool_calls": None,
                             },
                             "logprobs": None,
                             "finish_reason": reason,
@@ -724,45 +972,47 @@ class SimApp:
                         }
                     ],
                     "usage": self._usage(req),
-                    "metadata": {"weight_version": "default"},
+                    "metadata": self._metadata(req),
                 }
             )
         opts = body.get("stream_options") or {}
         include_usage = bool(opts.get("include_usage"))
         continuous = bool(opts.get("continuous_usage_stats"))
 
-        def chunk(delta: dict[str, Any], reason: str | None, matched: Any) -> bytes:
-            return _sse(
-                {
-                    "id": rid,
-                    "object": "chat.completion.chunk",
-                    "created": created,
-                    "model": model,
-                    "choices": [
-                        {
-                            "index": 0,
-                            "delta": delta,
-                            "logprobs": None,
-                            "finish_reason": reason,
-                            "matched_stop": matched,
-                        }
-                    ],
-                    "usage": self._usage(req) if continuous else None,
-                }
-            )
+        def chunk(delta: dict[str, Any], reason: str | None, matched: Any, usage: bool = False) -> bytes:
+            # 0.5.23: every delta carries reasoning_content; no "usage" key unless continuous usage
+            # stats were asked for, and then only on the content chunks
+            obj: dict[str, Any] = {
+                "id": rid,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": model,
+                "choices": [
+                    {
+                        "index": 0,
+                        "delta": {"reasoning_content": None, **delta},
+                        "logprobs": None,
+                        "finish_reason": reason,
+                        "matched_stop": matched,
+                    }
+                ],
+            }
+            if usage:
+                obj["usage"] = self._usage(req)
+            return _sse(obj)
 
         async def chunks() -> AsyncIterator[bytes]:
             yield chunk({"role": "assistant", "content": ""}, None, None)
             sent = ""
             async for _ in self._updates(req):
                 text = self._text_of(req).lstrip()
-                reason, matched = self._openai_finish(req)
                 delta = text[len(sent) :]
                 sent = text
-                if not delta and reason is None:
-                    continue
-                yield chunk({"content": delta} if delta else {}, reason, matched)
-                if reason is not None:
+                if delta:
+                    yield chunk({"content": delta}, None, None, usage=continuous)
+                if req.done:
+                    reason, matched = self._openai_finish(req)
+                    yield chunk({}, reason, matched)
                     break
             if include_usage:
                 yield _sse(
@@ -775,29 +1025,85 @@ class SimApp:
                         "usage": self._usage(req),
                     }
                 )
-            yield b"data: [DONE]\n\n"
+            yield SSE_DONE
 
         return StreamingResponse(chunks(), on_disconnect=lambda: self._abort(req))
 
     # ------------------------------------------------------------------ info endpoints
+    def _graph_gib(self) -> float | dict[str, float]:
+        """``memory_usage.graph``: 0.5.23 splits it per capture phase; older releases, one number."""
+        total = round(self.plan.cuda_graph_gib, 2)
+        if not self.follows_contract:
+            return total
+        phases = dict.fromkeys(GRAPH_PHASES, 0.0)
+        if self.spec is not None:
+            phases["target_verify"] = round(total / 2, 3)
+            phases["draft_decode"] = round(total - total / 2, 3)
+        else:
+            phases["decode"] = total
+        return phases
+
+    def _startup_time(self, *, tokenizer: bool) -> dict[str, Any]:
+        graph = dict.fromkeys(GRAPH_PHASES, 0.0)
+        out: dict[str, Any] = {
+            "load_weight": self.load_weights_seconds,
+            "kv_cache_allocation": 0.0,
+            "scheduler_e2e": self.startup_seconds,
+            "cuda_graph": graph,
+        }
+        if tokenizer:
+            out["tokenizer_e2e"] = self.startup_seconds
+        return out
+
     def internal_state(self) -> dict[str, Any]:
         state = dict(self.server_args)
         if self.plan.mamba_slots is not None:
             state["max_mamba_cache_size"] = self.plan.mamba_slots
         state["last_gen_throughput"] = self.engine.last_gen_throughput
-        state["memory_usage"] = {
+        memory: dict[str, Any] = {
             "weight": round(self.plan.weights_gib, 2),
             "kvcache": round(self.plan.k_size_gib + self.plan.v_size_gib, 2),
-            "token_capacity": self.plan.max_total_num_tokens,
-            "graph": round(self.plan.cuda_graph_gib, 2),
         }
+        if self.follows_contract:
+            memory["startup_available"] = round(self.startup_available_gib, 3)
+        memory["token_capacity"] = self.plan.max_total_num_tokens
+        if self.follows_contract:
+            memory["token_capacity_swa"] = None
+        memory["graph"] = self._graph_gib()
+        state["memory_usage"] = memory
         state["effective_max_running_requests_per_dp"] = self.plan.max_running_requests
+        if self.follows_contract:
+            state.update(SERVER_ARGS_EXTRA)
+            state["world_size"] = int(self.args.tp_size) * int(getattr(self.args, "pp_size", 1) or 1)
+            state["decode_cuda_graph_bs"] = list(self.capture_bs)
+            state["decode_cuda_graph_memory_gb"] = (
+                0.0 if not self.capture_bs else round(self.plan.cuda_graph_gib, 2)
+            )
+            state["startup_time"] = self._startup_time(tokenizer=False)
         if self.spec is not None and self.engine.avg_spec_accept_length is not None:
             state["avg_spec_accept_length"] = self.engine.avg_spec_accept_length
         return state
 
     def server_info_dict(self) -> dict[str, Any]:
         info = dict(self.server_args)
+        if self.follows_contract:
+            info.update(SERVER_ARGS_EXTRA)
+            info.update(
+                {
+                    "launch_command": " ".join(self.launch_argv),
+                    "frontend": "python",
+                    "kv_events": None,
+                    "custom_sigquit_handler": None,
+                    "hicache_object_layout": {
+                        "enabled": False,
+                        "backend": None,
+                        "page_size": self.plan.page_size,
+                        "hicache_object_layout": {"pools": []},
+                        "reason": "Hierarchical cache is disabled",
+                    },
+                    "startup_time": self._startup_time(tokenizer=True),
+                }
+            )
         info.update(
             {
                 "status": "ready" if self.ready else "starting",
@@ -824,20 +1130,26 @@ class SimApp:
         return json_response(self.server_info_dict())
 
     async def model_info(self, request: Request) -> Response:
-        return json_response(
-            {
-                "model_path": self.args.model_path,
-                "tokenizer_path": self.args.tokenizer_path or self.args.model_path,
-                "is_generation": True,
-                "preferred_sampling_params": None,
-                "weight_version": "default",
-                "has_image_understanding": self.facts.has_image_understanding,
-                "has_audio_understanding": False,
-                "model_type": self.facts.model_type,
-                "architectures": [self.facts.architecture],
-                "sglbench_simulated": True,
-            }
-        )
+        info: dict[str, Any] = {
+            "model_path": self.args.model_path,
+            "served_model_name": self.served_model_name,
+            "tokenizer_path": self.args.tokenizer_path or self.args.model_path,
+            "is_generation": True,
+            "preferred_sampling_params": None,
+            "weight_version": "default",
+            "load_format": self.server_args.get("load_format", "auto"),
+            "reasoning_parser": self.server_args.get("reasoning_parser"),
+            "tool_call_parser": self.server_args.get("tool_call_parser"),
+            "disaggregation_mode": self.server_args.get("disaggregation_mode", "null"),
+            "has_image_understanding": self.facts.has_image_understanding,
+            "has_audio_understanding": False,
+            "model_type": self.facts.model_type,
+            "architectures": [self.facts.architecture],
+        }
+        if self.follows_contract:
+            info["embedding"] = json.loads(json.dumps(EMBEDDING_INFO))  # a copy
+        info["sglbench_simulated"] = True
+        return json_response(info)
 
     async def models(self, request: Request) -> Response:
         return json_response(
@@ -891,6 +1203,7 @@ class SimApp:
         return json_response({"updated": True, "server_args": dict(self.server_args)})
 
     async def get_load(self, request: Request) -> Response:
+        """``/get_load`` of releases before 0.5.23 (which answers it 404)."""
         return json_response(
             [
                 {
@@ -902,12 +1215,77 @@ class SimApp:
             ]
         )
 
-    async def metrics(self, request: Request) -> Response:
-        labels = (
-            f'model_name="{self.served_model_name}",engine_type="unified",tp_rank="0",pp_rank="0",'
-            'moe_ep_rank="0"'
+    async def v1_loads(self, request: Request) -> Response:
+        """``/v1/loads`` as 0.5.23 answers it: one entry per DP rank under ``loads``."""
+        eng = self.engine
+        cap = max(1, self.plan.max_total_num_tokens)
+        used = eng.used_tokens
+        waiting_tokens = sum(len(r.prompt_ids) - r.cached_tokens for r in eng.waiting)
+        active = used + sum(len(r.prompt_ids) for r in eng.waiting)
+        load = {
+            "timestamp": time.time(),
+            "dp_rank": 0,
+            "num_running_reqs": len(eng.running),
+            "num_waiting_reqs": len(eng.waiting),
+            "num_waiting_uncached_tokens": waiting_tokens,
+            "num_used_tokens": used,
+            "num_total_tokens": active,
+            "num_active_tokens": active,
+            "num_prealloc_ready_tokens": 0,
+            "max_total_num_tokens": self.plan.max_total_num_tokens,
+            "max_running_requests": self.plan.max_running_requests,
+            "token_usage": round(used / cap, 4),
+            "gen_throughput": round(eng.last_gen_throughput, 2),
+            "cache_hit_rate": round(self._cache_hit_rate(), 4),
+            "utilization": 0.0,
+            "total_prefill_uncached_tokens": self.counters["prompt_tokens"] - self.counters["cached_tokens"],
+            "total_prefill_busy_us": 0,
+            "decode_moments": [0.0] * 6,
+            "memory": {
+                "weight_gb": round(self.plan.weights_gib, 3),
+                "kv_cache_gb": round(self.plan.k_size_gib + self.plan.v_size_gib, 3),
+                "graph_gb": round(self.plan.cuda_graph_gib, 3),
+                "token_capacity": self.plan.max_total_num_tokens,
+            },
+            "disaggregation": {
+                "mode": "null",
+                "prefill_bootstrap_queue_reqs": 0,
+                "prefill_inflight_queue_reqs": 0,
+                "decode_prealloc_queue_reqs": 0,
+                "decode_transfer_queue_reqs": 0,
+                "decode_retracted_queue_reqs": 0,
+                "kv_transfer_speed_gb_s": 0.0,
+                "kv_transfer_latency_ms": 0.0,
+            },
+            "queues": {
+                "waiting": len(eng.waiting),
+                "grammar": 0,
+                "paused": 0,
+                "retracted": 0,
+                "prealloc_ready": 0,
+            },
+        }
+        return json_response(
+            {
+                "timestamp": datetime.now(UTC).isoformat(),
+                "version": self.settings.sglang_version,
+                "accelerator": None,
+                "num_accelerators": 1,
+                "loads": [load],
+            }
         )
-        tok_labels = f'model_name="{self.served_model_name}"'
+
+    def _cache_hit_rate(self) -> float:
+        prompt = self.counters["prompt_tokens"]
+        return self.counters["cached_tokens"] / prompt if prompt else 0.0
+
+    async def metrics(self, request: Request) -> Response:
+        """``/metrics`` with 0.5.23's names, types and label names (a subset of what it exposes). Like
+        SGLang's multiprocess Prometheus registry, a family appears once it has a sample: a labelled
+        counter or histogram after its first event."""
+        model = self.served_model_name
+        sched = f'engine_type="unified",model_name="{model}",moe_ep_rank="0",pp_rank="0",tp_rank="0"'
+        tok = f'engine_type="unified",model_name="{model}"'
         eng = self.engine
         used = eng.used_tokens
         cap = max(1, self.plan.max_total_num_tokens)
@@ -924,58 +1302,87 @@ class SimApp:
             "gen_throughput": eng.last_gen_throughput,
             "num_queue_reqs": len(eng.waiting),
             "num_grammar_queue_reqs": 0,
-            "cache_hit_rate": (self.counters["cached_tokens"] / self.counters["prompt_tokens"])
-            if self.counters["prompt_tokens"]
-            else 0.0,
+            "cache_hit_rate": self._cache_hit_rate(),
             "max_total_num_tokens": self.plan.max_total_num_tokens,
             "spec_accept_length": eng.last_accept_length if self.spec else 0.0,
             "spec_accept_rate": eng.last_accept_rate if self.spec else 0.0,
-            "num_retracted_reqs": 0,
             "utilization": min(1.0, len(eng.running) / max(1, self.plan.max_running_requests)),
-            "engine_startup_time": self.startup_seconds,
-            "engine_load_weights_time": self.load_weights_seconds,
             "is_cuda_graph": 0.0 if self.args.disable_cuda_graph else 1.0,
             "new_token_ratio": 0.0,
+            "context_len": self.context_len,
+            "page_size": self.plan.page_size,
+            "num_pages": self.plan.max_total_num_tokens // max(1, self.plan.page_size),
+            "weight_memory_usage_gb": round(self.plan.weights_gib, 3),
+            "kv_cache_memory_usage_gb": round(self.plan.k_size_gib + self.plan.v_size_gib, 3),
         }
         lines: list[str] = []
+
+        def family(name: str, kind: str, samples: list[str]) -> None:
+            if samples:
+                lines.extend(
+                    [f"# HELP sglang:{name} {name.replace('_', ' ')}.", f"# TYPE sglang:{name} {kind}"]
+                )
+                lines.extend(samples)
+
         for name, value in gauges.items():
-            lines += [
-                f"# HELP sglang:{name} {name.replace('_', ' ')}.",
-                f"# TYPE sglang:{name} gauge",
-                f"sglang:{name}{{{labels}}} {float(value)}",
-            ]
-        lines += [
-            "# HELP sglang:cache_config_info cache config.",
-            "# TYPE sglang:cache_config_info gauge",
-            f'sglang:cache_config_info{{{labels},page_size="{self.plan.page_size}",'
-            f'num_pages="{self.plan.max_total_num_tokens // max(1, self.plan.page_size)}"}} 1.0',
-        ]
-        counters = {
-            "prompt_tokens_total": self.counters["prompt_tokens"],
-            "generation_tokens_total": self.counters["generation_tokens"],
-            "cached_tokens_total": self.counters["cached_tokens"],
-            "num_requests_total": self.counters["num_requests"],
-            "num_aborted_requests_total": self.counters["num_aborted_requests"],
-        }
-        for name, value in counters.items():
-            lines += [
-                f"# HELP sglang:{name} {name.replace('_', ' ')}.",
-                f"# TYPE sglang:{name} counter",
-                f"sglang:{name}{{{tok_labels}}} {float(value)}",
-            ]
-        sched_counters = {
-            "num_retracted_requests_total": 0,
-            "realtime_tokens_total": eng.realtime_tokens_total,
-            "cuda_graph_passes_total": 0 if self.args.disable_cuda_graph else eng.decode_steps,
-        }
-        for name, value in sched_counters.items():
-            lines += [
-                f"# HELP sglang:{name} {name.replace('_', ' ')}.",
-                f"# TYPE sglang:{name} counter",
-                f"sglang:{name}{{{labels}}} {float(value)}",
-            ]
-        lines += self.h_ttft.render("sglang:time_to_first_token_seconds", tok_labels)
-        lines += self.h_itl.render("sglang:inter_token_latency_seconds", tok_labels)
-        lines += self.h_e2e.render("sglang:e2e_request_latency_seconds", tok_labels)
-        lines += self.h_queue.render("sglang:queue_time_seconds", tok_labels)
+            family(name, "gauge", [f"sglang:{name}{{{sched}}} {float(value)}"])
+        family(
+            "num_retracted_reqs", "gauge", [f'sglang:num_retracted_reqs{{{sched},pid="{os.getpid()}"}} 0.0']
+        )
+        for name in ("prompt_tokens_total", "generation_tokens_total", "num_requests_total"):
+            key = name.removesuffix("_total")
+            family(
+                name,
+                "counter",
+                [
+                    f'sglang:{name}{{{tok},is_streaming="{flag}"}} {float(value)}'
+                    for flag, value in sorted(self.stream_counters[key].items())
+                ],
+            )
+        cached = self.counters["cached_tokens"]
+        family(
+            "cached_tokens_total",
+            "counter",
+            [f'sglang:cached_tokens_total{{{tok},cache_source="device"}} {float(cached)}'] if cached else [],
+        )
+        aborted = self.counters["num_aborted_requests"]
+        family(
+            "num_aborted_requests_total",
+            "counter",
+            [f"sglang:num_aborted_requests_total{{{tok}}} {float(aborted)}"] if aborted else [],
+        )
+        family(
+            "realtime_tokens_total",
+            "counter",
+            [f'sglang:realtime_tokens_total{{{sched},mode="decode"}} {float(eng.realtime_tokens_total)}']
+            if eng.realtime_tokens_total
+            else [],
+        )
+        graph_mode = "decode_none" if self.args.disable_cuda_graph else "decode_cuda_graph"
+        family(
+            "cuda_graph_passes_total",
+            "counter",
+            [f'sglang:cuda_graph_passes_total{{{sched},mode="{graph_mode}"}} {float(eng.decode_steps)}']
+            if eng.decode_steps
+            else [],
+        )
+        for name, hists, base in (
+            ("time_to_first_token_seconds", self.h_ttft, tok),
+            ("e2e_request_latency_seconds", self.h_e2e, tok),
+        ):
+            family(
+                name,
+                "histogram",
+                [
+                    x
+                    for flag, h in sorted(hists.items())
+                    for x in h.render(f"sglang:{name}", f'{base},is_streaming="{flag}"')
+                ],
+            )
+        family(
+            "inter_token_latency_seconds",
+            "histogram",
+            self.h_itl.render("sglang:inter_token_latency_seconds", tok),
+        )
+        family("queue_time_seconds", "histogram", self.h_queue.render("sglang:queue_time_seconds", sched))
         return Response(200, ("\n".join(lines) + "\n").encode(), "text/plain; version=0.0.4; charset=utf-8")

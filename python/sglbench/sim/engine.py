@@ -32,7 +32,9 @@ class SimRequest:
     stop_strings: tuple[str, ...] = ()
     cached_tokens: int = 0
     is_health: bool = False
+    stream: bool = False  # the client streams the answer (SGLang's ``is_streaming`` metric label)
     created: float = field(default_factory=time.monotonic)
+    admitted_time: float | None = None  # left the waiting queue (SGLang's queue_time ends here)
     output_ids: list[int] = field(default_factory=list)
     verify_ct: int = 0
     accept_hist: dict[int, int] = field(default_factory=dict)
@@ -72,8 +74,11 @@ class Engine:
         cuda_graph: bool,
         cuda_graph_max_bs: int,
         mamba_slots: int | None,
+        pending_token_field: bool = True,
     ) -> None:
         self.timing = timing
+        # 0.5.23's Prefill batch line has "#pending-token: N, " before the graph flag
+        self.pending_part = "#pending-token: 0, " if pending_token_field else ""
         self.max_running = max(1, max_running)
         self.max_total_tokens = max(1, max_total_tokens)
         self.time_scale = time_scale
@@ -144,6 +149,7 @@ class Engine:
                 break
             self.waiting.popleft()
             reserved += need
+            req.admitted_time = time.monotonic()
             admitted.append(req)
         return admitted
 
@@ -244,7 +250,8 @@ class Engine:
         self.log(
             f"Prefill batch, #new-seq: {len(admitted)}, #new-token: {new_tokens}, #cached-token: {cached}, "
             f"{usage_part}#running-req: {len(self.running)}, #queue-req: {len(self.waiting)}, "
-            f"cuda graph: False, input throughput (token/s): {new_tokens / max(elapsed, 1e-9):.2f}"
+            f"{self.pending_part}cuda graph: False, "
+            f"input throughput (token/s): {new_tokens / max(elapsed, 1e-9):.2f}"
         )
 
     def _log_decode(self) -> None:

@@ -70,7 +70,8 @@ class StreamingResponse:
 
 
 def json_response(obj: object, status: int = 200) -> Response:
-    return Response(status, json.dumps(obj).encode("utf-8"))
+    """JSON the way SGLang's FastAPI app sends it (orjson: compact, UTF-8)."""
+    return Response(status, json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
 
 
 Handler = Callable[[Request], Awaitable[Response | StreamingResponse]]

@@ -77,9 +77,32 @@ def resolve(version: str, directory: str | None = None) -> Impersonation:
     return Impersonation(version, chosen, exact)
 
 
+# The release the stand-in's API, log lines and process behaviour were checked against, running the
+# real SGLang on the CPU (tests/contract/, docs/contract.md). Impersonating it or anything newer gets
+# that behaviour; older releases keep what the stand-in modelled before (e.g. ``/get_load``, the
+# ``Init torch distributed`` lines), which no real server here can check.
+CONTRACT_RELEASE = "0.5.23"
+
+
+def at_least(version: str, base: str = CONTRACT_RELEASE) -> bool:
+    """``version`` (``0.5.23+ddtree`` counts as 0.5.23) is ``base`` or newer."""
+    public = version.split("+", 1)[0]
+    return sglang_catalog.version_key(public) >= sglang_catalog.version_key(base)
+
+
 def catalog(version: str | None = None, directory: str | None = None) -> sglang_catalog.Catalog:
     """The flag catalog of the impersonated release (default: from the environment)."""
     return sglang_catalog.load(resolve(version or version_from_env(), directory).release, directory)
 
 
-__all__ = ["ENV", "Impersonation", "ReleaseError", "catalog", "newest_public", "resolve", "version_from_env"]
+__all__ = [
+    "CONTRACT_RELEASE",
+    "ENV",
+    "Impersonation",
+    "ReleaseError",
+    "at_least",
+    "catalog",
+    "newest_public",
+    "resolve",
+    "version_from_env",
+]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import ctypes
 import os
 import signal
 import sys
@@ -182,11 +183,17 @@ class SimServer:
         self.settings = settings
         self.log = log or Log(args.tp_size)
         self.workers: dict[int, int] = {}  # rank -> pid
+        self.detokenizer: int | None = None
+        self.argv: list[str] = []  # the launch flags (0.5.23's /server_info launch_command)
         self.worker_mib: dict[int, int] = {}
         self.gpu_ids: list[int] = []
         self.process_name = os.path.basename(sys.executable or "python3")
         self._stopping = False
         self._main_pid = os.getpid()
+        # what was checked against the real 0.5.23 (log lines, shutdown); older releases keep their own
+        self.follows_contract = release.at_least(settings.sglang_version)
+        self.startup_available_gib = 0.0
+        self.capture_bs: list[int] = []
 
     # ------------------------------------------------------------------ helpers
     def sleep(self, sim_seconds: float) -> None:
@@ -198,17 +205,28 @@ class SimServer:
                 return
             time.sleep(min(left, 0.2))
 
+    def _fork_child(self, name: str, *, die_with_parent: bool) -> int:
+        pid = os.fork()
+        if pid == 0:  # child: an SGLang-like subprocess that just holds its (registered) GPU memory
+            code = 0
+            try:
+                _worker_main(self._main_pid, self.settings.orphan_ttl_seconds, name, die_with_parent)
+            except BaseException:
+                code = 1
+            os._exit(code)
+        return pid
+
     def _spawn_workers(self) -> None:
-        for rank in range(self.args.tp_size):
-            pid = os.fork()
-            if pid == 0:  # child: an SGLang-like TP worker that just holds its GPU memory
-                code = 0
-                try:
-                    _worker_main(self._main_pid, self.settings.orphan_ttl_seconds)
-                except BaseException:
-                    code = 1
-                os._exit(code)
-            self.workers[rank] = pid
+        """SGLang's subprocesses: one scheduler per TP rank (``sglang::scheduler`` or
+        ``sglang::scheduler_TP{n}``) and a detokenizer (``sglang::detokenizer``). Like SGLang's
+        (``kill_itself_when_parent_died``: PR_SET_PDEATHSIG), they die with the main process, even
+        when it is SIGKILLed; only the orphan fault keeps rank 0 alive."""
+        tp = self.args.tp_size
+        for rank in range(tp):
+            name = "sglang::scheduler" if tp == 1 else f"sglang::scheduler_TP{rank}"
+            keep = self.settings.orphan_worker and rank == 0
+            self.workers[rank] = self._fork_child(name, die_with_parent=not keep)
+        self.detokenizer = self._fork_child("sglang::detokenizer", die_with_parent=True)
         self._hold(lambda rank: 0.0)
 
     def _hold(self, gib_for_rank: Callable[[int], float]) -> None:
@@ -226,6 +244,12 @@ class SimServer:
                 )
 
     def kill_workers(self, keep: int | None = None) -> None:
+        if self.detokenizer is not None:
+            with contextlib.suppress(OSError):
+                os.kill(self.detokenizer, signal.SIGKILL)
+            with contextlib.suppress(OSError):
+                os.waitpid(self.detokenizer, 0)
+            self.detokenizer = None
         for rank, pid in list(self.workers.items()):
             if rank == keep:
                 continue
@@ -272,6 +296,11 @@ class SimServer:
         except StartupFailure as failure:
             return self.fail(failure)
         finally:
+            if self.detokenizer is not None:
+                with contextlib.suppress(OSError):
+                    os.kill(self.detokenizer, signal.SIGKILL)
+                with contextlib.suppress(OSError):
+                    os.waitpid(self.detokenizer, 0)
             for rank, pid in list(self.workers.items()):
                 if not (self.settings.orphan_worker and rank == 0 and self._stopping):
                     with contextlib.suppress(OSError):
@@ -338,14 +367,18 @@ class SimServer:
 
         started = time.monotonic()
         self._spawn_workers()
-        log.ranks(lambda r: "Init torch distributed begin.")
-        self.sleep(settings.init_seconds)
-        log.ranks(
-            lambda r: (
-                f"Init torch distributed ends. elapsed={settings.scaled(settings.init_seconds):.2f} s, "
-                f"mem usage={overhead:.2f} GB"
+        init_s = settings.scaled(settings.init_seconds)
+        if self.follows_contract:  # 0.5.23 (srt/distributed/bootstrap.py)
+            log.ranks(lambda r: "Init parallel begin.")
+            self.sleep(settings.init_seconds)
+            log.ranks(lambda r: f"Init parallel ends. elapsed={init_s:.2f} s")
+            log.ranks(lambda r: f"Memory baseline taken. mem usage={overhead:.2f} GB")
+        else:
+            log.ranks(lambda r: "Init torch distributed begin.")
+            self.sleep(settings.init_seconds)
+            log.ranks(
+                lambda r: f"Init torch distributed ends. elapsed={init_s:.2f} s, mem usage={overhead:.2f} GB"
             )
-        )
         self._hold(lambda r: overhead)
         if settings.slow_start_seconds:
             self.sleep(settings.slow_start_seconds)
@@ -417,7 +450,8 @@ class SimServer:
             sizes = f"K size: {k:.2f} GB, V size: {v:.2f} GB"
             return f"KV Cache is allocated. {dtype_part}#tokens: {tokens}, {sizes}"
 
-        log.ranks(lambda r: f"Using KV cache dtype: {plan.kv_dtype}")
+        if not self.follows_contract:  # gone in 0.5.23
+            log.ranks(lambda r: f"Using KV cache dtype: {plan.kv_dtype}")
         if plan.mamba_slots is not None:
             spec_part = ""
             if spec:
@@ -438,7 +472,7 @@ class SimServer:
             log.ranks(lambda r: kv_line(tokens, plan.draft_k_size_gib, plan.draft_v_size_gib))
         if plan.failure_stage == "resolve":
             raise StartupFailure(str(plan.failure_message), _frames_pool())
-        if plan.accounting != "A":
+        if plan.accounting != "A" and not self.follows_contract:  # not printed by 0.5.23
             log.ranks(
                 lambda r: (
                     "Max concurrent requests (per dp worker) from the finalized token capacity: "
@@ -500,7 +534,8 @@ class SimServer:
         if spec and draft_config is not None:
             if plan.accounting != "C":
                 load_draft()
-                log.ranks(lambda r: f"Using KV cache dtype: {plan.kv_dtype}")
+                if not self.follows_contract:
+                    log.ranks(lambda r: f"Using KV cache dtype: {plan.kv_dtype}")
                 log.ranks(lambda r: kv_line(tokens, plan.draft_k_size_gib, plan.draft_v_size_gib))
                 dkv = plan.draft_k_size_gib + plan.draft_v_size_gib
                 avail -= dkv
@@ -532,6 +567,14 @@ class SimServer:
                         f"max_tree_nodes={budget + 1}"
                     )
                 )
+        if self.follows_contract and tokens < plan.context_len:  # 0.5.23 tp_worker.py
+            log(
+                f"KV pool holds {tokens} tokens, fewer than --context-length {plan.context_len}. One "
+                "full-length request cannot fit, so long requests will be refused or truncated at serving "
+                "time. Lower --context-length, raise --mem-fraction-static, or free memory taken before the "
+                "pool is sized.",
+                0,
+            )
         log(
             f"max_total_num_tokens={tokens}, chunked_prefill_size={plan.chunked_prefill_size}, "
             f"max_prefill_tokens={plan.max_prefill_tokens}, "
@@ -540,6 +583,16 @@ class SimServer:
             0,
         )
         startup_s = time.monotonic() - started
+        self.startup_available_gib = avail
+        self.capture_bs = [] if args.disable_cuda_graph else capture
+        if self.follows_contract:  # 0.5.23 observability/startup_time.py
+            graph_s = 0.0 if args.disable_cuda_graph else settings.scaled(settings.graph_seconds)
+            phases = ", ".join(f"{ph}={graph_s if ph == 'decode' else 0.0:.2f}" for ph in api.GRAPH_PHASES)
+            log(
+                f"Engine startup timings (s): load_weight={settings.scaled(load_s):.2f}, "
+                f"kv_cache_allocation=0.00, scheduler_e2e={startup_s:.2f}, cuda_graph={{{phases}}}, "
+                f"tokenizer_e2e={startup_s:.2f}"
+            )
         return self._serve(plan, facts, kind, startup_s, load_s)
 
     # ------------------------------------------------------------------ serving
@@ -591,6 +644,7 @@ class SimServer:
                 min(mean, float(D)),
             )
         server_args = release_fields(args)
+        server_args.pop("config", None)  # --config is read before ServerArgs exists: no field of it
         server_args.update(
             {
                 "mem_fraction_static": plan.mem_fraction_static,
@@ -602,6 +656,29 @@ class SimServer:
                 "tokenizer_path": args.tokenizer_path or args.model_path,
             }
         )
+        if self.follows_contract:
+            # 0.5.23 keeps the flags as given (cuda_graph_max_bs_decode None unless set) and puts the
+            # resolved CUDA-graph settings into cuda_graph_config (what the CPU engine shows, with its
+            # backends "disabled"; on a GPU the stand-in's capture sizes)
+            cgmb = release_field(args, "cuda_graph_max_bs")
+            server_args[cgmb] = release_fields(args).get(cgmb)
+            backend = "disabled" if args.disable_cuda_graph else "full"
+            phase = {
+                "tc_compiler": "eager",
+                "max_context_size": None,
+                "full_prefill_max_req": None,
+                "full_prefill_prefix_chunk_tokens": None,
+                "max_seq_len": None,
+            }
+            server_args["cuda_graph_config"] = {
+                "decode": {
+                    "backend": backend,
+                    "max_bs": plan.cuda_graph_max_bs,
+                    "bs": self.capture_bs,
+                    **phase,
+                },
+                "prefill": {"backend": "disabled", "max_bs": plan.chunked_prefill_size, "bs": [], **phase},
+            }
         if args.speculative_algorithm:
             if args.max_running_requests is None:
                 server_args["max_running_requests"] = 48
@@ -623,12 +700,18 @@ class SimServer:
         stop = asyncio.Event()
         exit_code = 0
 
-        def request_stop() -> None:
+        stop_signal: list[int] = []
+
+        def request_stop(signum: int) -> None:
             self._stopping = True
+            if not stop_signal:
+                stop_signal.append(signum)
+                if signum == signal.SIGTERM:  # SGLang's SignalHandler.sigterm_handler
+                    log("SIGTERM received. signum=None frame=None. Draining requests and shutting down...")
             stop.set()
 
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, request_stop)
+            loop.add_signal_handler(sig, request_stop, sig)
 
         engine = Engine(
             self._timing(plan, kind),
@@ -641,6 +724,7 @@ class SimServer:
             cuda_graph=not args.disable_cuda_graph,
             cuda_graph_max_bs=plan.cuda_graph_max_bs,
             mamba_slots=plan.mamba_slots,
+            pending_token_field=self.follows_contract,
         )
 
         def crash() -> None:
@@ -668,6 +752,9 @@ class SimServer:
         app.gpu_ids = list(self.gpu_ids)
         app.startup_seconds = startup_s
         app.load_weights_seconds = settings.scaled(load_s)
+        app.startup_available_gib = self.startup_available_gib
+        app.capture_bs = list(self.capture_bs)
+        app.launch_argv = list(self.argv)
         engine.start()
 
         def access_log(request: Request, status: int) -> None:
@@ -713,8 +800,14 @@ class SimServer:
             log("The server is fired up and ready to roll!")
 
         warm = loop.create_task(warmup())
+        served_at = time.monotonic()
         await stop.wait()
+        if stop_signal and stop_signal[0] == signal.SIGTERM:
+            await self._drain(engine, served_at)
         warm.cancel()
+        if stop_signal and stop_signal[0] == signal.SIGTERM:
+            pid = os.getpid()
+            log(f"kill_process_tree called: parent_pid={pid}, include_parent=False, pid={pid}")
         log("INFO:     Shutting down")
         server.close()  # open keep-alive connections are dropped with the process
         log("INFO:     Waiting for application shutdown.")
@@ -724,11 +817,44 @@ class SimServer:
         self.kill_workers(keep=keep)
         return exit_code
 
+    async def _drain(self, engine: Engine, served_at: float) -> None:
+        """SGLang's ``sigterm_watchdog``: it looks every 5 s (scaled here) whether SIGTERM came, then
+        waits for the requests in flight, logging how many are left every 5 s; new requests are
+        still served meanwhile."""
+        log, settings = self.log, self.settings
+        tick = max(settings.scaled(5.0), 0.001)
+        await asyncio.sleep(tick - ((time.monotonic() - served_at) % tick))
+        while True:
+            left = [r.rid for r in (*engine.running, *engine.waiting) if not r.is_health and not r.cancelled]
+            log(
+                f"Gracefully exiting... Remaining number of requests {len(left)}. "
+                f"Remaining requests remaining_rids={left!r}."
+            )
+            if not left:
+                return
+            await asyncio.sleep(tick)
 
-def _worker_main(parent_pid: int, orphan_ttl: float) -> NoReturn:
-    """Body of a forked TP worker: hold (registered) GPU memory until killed."""
+
+PR_SET_NAME = 15
+PR_SET_PDEATHSIG = 1
+
+
+def _prctl(option: int, value: int | bytes) -> None:
+    """Linux prctl(2) through libc (no-op where that is not available)."""
+    with contextlib.suppress(OSError, AttributeError, TypeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(option, value, 0, 0, 0)
+
+
+def _worker_main(parent_pid: int, orphan_ttl: float, name: str, die_with_parent: bool) -> NoReturn:
+    """Body of a forked SGLang subprocess: hold (registered) GPU memory until killed."""
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _prctl(PR_SET_NAME, name.encode()[:15])  # what ps/comm shows: "sglang::schedul" as for SGLang
+    if die_with_parent:
+        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent_pid:  # the parent died before prctl took effect
+            os._exit(0)
     devnull = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(devnull, fd)
@@ -756,4 +882,6 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> int:
     # The impersonated release's own parser: a flag it lacks exits 2 with argparse's message.
     prog = prog or "python -m sglbench.sim"
     args = sglang_args.parse_launch_args(argv, prog=prog, release=settings.sglang_release)
-    return SimServer(_stand_in_view(args), settings).run()
+    server = SimServer(_stand_in_view(args), settings)
+    server.argv = list(argv)
+    return server.run()

@@ -274,3 +274,39 @@ def test_by_category_splits_acceptance_by_content():
     assert s["by_category"]["chat"]["accept_length_mean"] == pytest.approx(2.0)
     assert s["by_category"]["chat"]["n_ok"] == 1 and s["by_category"]["code"]["output_tokens"] == 12
     assert s["accept_length_token_weighted"] == pytest.approx(24 / 9)
+
+
+# -- error-rate rule (issue 11) ---------------------------------------------------------------------------
+def _ok_rec() -> dict:
+    return stream_record(sent=0.0, ttft=0.05, gap=0.01, n_tokens=4, k=1)
+
+
+def _failed_rec(error: str = "cannot connect to http://127.0.0.1:30000: connection refused") -> dict:
+    return {"warmup": False, "sent_s": 0.0, "end_s": None, "error": error}
+
+
+def test_error_rate_rule_any_failed_request_invalidates_the_point_by_default():
+    """The defect: 15 ok / 985 err was 'valid'. Strict by default: one failed request is enough."""
+    s = metrics.summarize_point([_ok_rec()] * 15 + [_failed_rec()] * 985)
+    assert s["valid"] is False and s["n_err"] == 985
+    assert s["error_rate"] == pytest.approx(0.985) and s["max_error_rate"] == 0.0
+    (reason,) = s["invalid_reasons"]
+    assert reason.startswith("985 of 1000 requests failed (max_error_rate 0: any failed request")
+    assert "connection refused" in reason and "; " not in reason  # one reason, not split in tables
+    one = metrics.summarize_point([_ok_rec()] * 99 + [_failed_rec()])
+    assert one["valid"] is False and one["invalid_reasons"][0].startswith("1 of 100 requests failed")
+
+
+def test_error_rate_rule_threshold_is_configurable():
+    recs = [_ok_rec()] * 98 + [_failed_rec("HTTP 503")] * 2
+    assert metrics.summarize_point(recs, max_error_rate=0.02)["valid"] is True  # exactly at the limit
+    s = metrics.summarize_point(recs, max_error_rate=0.01)
+    assert s["valid"] is False
+    assert s["invalid_reasons"] == ["2 of 100 requests failed (2.00% > max_error_rate 0.01), e.g. HTTP 503"]
+    assert metrics.summarize_point([_ok_rec()] * 3)["valid"] is True
+
+
+@pytest.mark.parametrize("bad", [float("nan"), -0.1, 1.5, "0.1", None, True])
+def test_error_rate_threshold_must_be_a_fraction(bad):
+    with pytest.raises(ValueError, match="max_error_rate"):
+        metrics.summarize_point([_ok_rec()], max_error_rate=bad)

@@ -142,3 +142,12 @@ def test_http_status_reports_503(server: tuple[str, type[_Handler]]) -> None:
     url, handler = server
     handler.routes["/health_generate"] = (503, {})
     assert server_api.http_status(url + "/health_generate", 2.0) == 503
+
+
+def test_normalise_reads_the_0523_graph_memory_split_per_phase() -> None:
+    """0.5.23's memory_usage.graph is a dict per capture phase; the record keeps its sum."""
+    graph = {"prefill": 0.25, "decode": 1.0, "target_verify": 0.0, "draft_prefill": 0.0}
+    payload = {"internal_states": [{"memory_usage": {"weight": 1.0, "token_capacity": 10, "graph": graph}}]}
+    assert server_api.normalise_server_info(payload)["memory_usage_gib"]["graph"] == 1.25
+    payload["internal_states"][0]["memory_usage"]["graph"] = 0.5  # older releases: one number
+    assert server_api.normalise_server_info(payload)["memory_usage_gib"]["graph"] == 0.5

@@ -3,6 +3,10 @@
 
 from __future__ import annotations
 
+import json
+import re
+from pathlib import Path
+
 import pytest
 
 from sglbench.hostlib import sglang_logs
@@ -110,3 +114,56 @@ def test_split_line_tags() -> None:
     assert sglang_logs.split_line("[2026-05-01 12:00:00 DP1 TP3] hello") == ("hello", 3)
     assert sglang_logs.split_line("[2026-05-01 12:00:00] hello") == ("hello", None)
     assert sglang_logs.split_line("no prefix") == ("no prefix", None)
+
+
+def test_real_cpu_engine_startup_lines_parse() -> None:
+    """The lines the real SGLang 0.5.23 printed on the CPU engine (tests/fixtures/real_sglang, numbers
+    recorded as N): the summary says available_cpu_mem= there, available_gpu_mem= on a GPU."""
+    shapes = json.loads(
+        (Path(__file__).parents[2] / "fixtures" / "real_sglang" / "0.5.23" / "log_lines.json").read_text()
+    )
+    numbers = iter(range(100, 1000, 7))
+
+    def fill(shape: str) -> str:
+        return "[2026-12-01 06:49:29] " + re.sub(r"\bN\b", lambda _: str(next(numbers)), shape)
+
+    keys = ("load_weight_begin", "load_weight_end", "kv_cache_allocated", "memory_pool_end", "summary")
+    text = "\n".join(fill(shapes[k]) for k in (*keys, "uvicorn", "ready", "decode_batch"))
+    p = sglang_logs.parse_startup_log(text)
+    assert p["summary"] is not None and p["summary"]["device"] == "cpu"
+    assert p["available_cpu_mem_gib"] is not None and p["available_gpu_mem_gib"] is None
+    assert p["max_total_num_tokens"] == p["summary"]["max_total_num_tokens"]
+    assert p["max_running_requests"] is not None and p["context_len"] is not None
+    assert p["weights_gib"] is not None and p["model_class"] == "Qwen2ForCausalLM"
+    assert p["kv"]["dtype"] == "torch.bfloat16" and p["pool_end_avail_gib"] is not None
+    assert p["ready"] and p["uvicorn"]["port"] > 0
+    assert len(p["decode"]) == 1 and p["decode"][0]["gen_throughput"] > 0  # "cpu graph: False" too
+
+
+def test_0523_cuda_graph_capture_lines() -> None:
+    """0.5.23 names the captured graph and adds bs= to the decode one (cuda_graph_setup.py)."""
+    text = (
+        "[2026-12-01 06:00:00] Capture target decode CUDA graph begin. backend=full, num_tokens_per_req=1, "
+        "avail mem=20.00 GB\n"
+        "[2026-12-01 06:00:09] Capture target decode CUDA graph end. bs=[1, 2, 4], elapsed=9.12 s, "
+        "mem usage=1.25 GB, avail mem=18.75 GB.\n"
+        "[2026-12-01 06:00:10] Capture target prefill CUDA graph end. elapsed=1.00 s, mem usage=0.50 GB, "
+        "avail mem=18.25 GB.\n"
+    )
+    graphs = sglang_logs.parse_startup_log(text)["cuda_graph"]
+    assert graphs == [
+        {"elapsed_s": 9.12, "mem_gib": 1.25, "avail_gib": 18.75},
+        {"elapsed_s": 1.0, "mem_gib": 0.5, "avail_gib": 18.25},
+    ]
+    assert sglang_logs.GRAPH_BEGIN.search(text)
+
+
+def test_cpu_engine_negative_weight_memory() -> None:
+    """The CPU engine measures free host RAM around the load, so a tiny model can log mem usage=-0.00
+    (seen on the real-SGLang sim host, 0.5.23); the line must still give the model class."""
+    line = (
+        "[2026-12-01 07:17:47] Load weight end. elapsed=0.03 s, type=Qwen3ForCausalLM, avail mem=20.18 GB, "
+        "mem usage=-0.00 GB."
+    )
+    p = sglang_logs.parse_startup_log(line)
+    assert p["model_class"] == "Qwen3ForCausalLM" and p["weights_gib"] == 0.0

@@ -84,6 +84,12 @@ def test_older_release_takes_the_old_spelling_and_refuses_the_new_one(tmp_path: 
     assert "mamba_radix_cache_strategy" not in info
     assert "impersonating SGLang 0.5.10.post1, memory accounting A" in sim.log()
     assert "accepted and ignored" not in sim.log()  # every flag given is simulated
+    # what only 0.5.23 was checked against (tests/contract) stays as before for older releases
+    assert sim.json("/get_load")[0] == 200
+    assert "Init torch distributed ends" in sim.log() and "Using KV cache dtype" in sim.log()
+    assert "Init parallel" not in sim.log() and "Engine startup timings" not in sim.log()
+    assert isinstance(info["internal_states"][0]["memory_usage"]["graph"], float)
+    assert "launch_command" not in info
 
 
 def test_0523_reports_its_version_and_its_own_field_names(start_sim) -> None:
@@ -100,10 +106,17 @@ def test_0523_reports_its_version_and_its_own_field_names(start_sim) -> None:
         assert info["mamba_radix_cache_strategy"] == "extra_buffer"
         # 0.5.23's ServerArgs has no mamba_scheduler_strategy / cuda_graph_max_bs fields
         assert "mamba_scheduler_strategy" not in info and "cuda_graph_max_bs" not in info
-        assert isinstance(info["cuda_graph_max_bs_decode"], int) and info["cuda_graph_max_bs_decode"] > 0
+        # 0.5.23 keeps the flag as given (unset: None); the resolved value is in cuda_graph_config
+        assert info["cuda_graph_max_bs_decode"] is None
+        decode_graphs = info["cuda_graph_config"]["decode"]
+        assert decode_graphs["backend"] == "full" and decode_graphs["max_bs"] > 0
     normalised = server_api.normalise_server_info(info)  # what records keep: the same view for every release
-    assert normalised["cuda_graph_max_bs"] == info["cuda_graph_max_bs_decode"]
+    assert normalised["cuda_graph_max_bs"] == decode_graphs["max_bs"]
     assert normalised["mamba"]["mamba_scheduler_strategy"] == "extra_buffer"
+    assert sim.json("/get_load")[0] == 404  # 0.5.23 has only /v1/loads
+    assert sim.json("/v1/loads")[1]["loads"][0]["dp_rank"] == 0
+    assert "config" not in info  # a flag, but no ServerArgs field
+    assert info["launch_command"].startswith("--model-path ")
     server_args = one_line(sim.log(), "server_args=ServerArgs(")
     assert "mamba_radix_cache_strategy='extra_buffer'" in server_args
     assert "mamba_scheduler_strategy" not in server_args and "_sglbench" not in server_args
