@@ -27,6 +27,7 @@ BASELINE_ALGORITHMS = (sglang_facts.NO_SPEC, "", None)
 REQUEST_FILES = ("requests.parquet", "requests.jsonl", "bench/requests.parquet", "bench/requests.jsonl")
 # File beside record.json that may hold the benchmark summary when the record's field is empty.
 SUMMARY_FILES = ("summary.json", "bench/summary.json")
+MAX_INT = 2**62  # integers in records (counts, TP sizes, ports, times) are far below this
 
 
 class RecordError(ValueError):
@@ -83,12 +84,14 @@ class _Reader:
             return None
         if isinstance(value, bool):
             raise RecordError(self.path, self._name(key), f"expected an integer, got {_kind(value)}")
-        if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-            return int(value)  # Jinja sometimes renders numbers as strings
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
+        if isinstance(value, str) and value.strip().lstrip("-").isdigit() and len(value) < 40:
+            value = int(value)  # Jinja sometimes renders numbers as strings
+        elif isinstance(value, float) and value.is_integer():
+            value = int(value)
         if not isinstance(value, int):
             raise RecordError(self.path, self._name(key), f"expected an integer, got {_kind(value)}")
+        if abs(value) > MAX_INT:
+            raise RecordError(self.path, self._name(key), f"is out of range ({_digits(value)} digits)")
         return value
 
     def float_(self, key: str) -> float | None:
@@ -97,6 +100,8 @@ class _Reader:
             return None
         if isinstance(value, bool):
             raise RecordError(self.path, self._name(key), f"expected a number, got {_kind(value)}")
+        if isinstance(value, int) and abs(value) > MAX_INT:
+            raise RecordError(self.path, self._name(key), f"is out of range ({_digits(value)} digits)")
         if isinstance(value, (int, float)):
             return float(value)
         if isinstance(value, str):
@@ -131,6 +136,10 @@ class _Reader:
         if not isinstance(value, list):
             raise RecordError(self.path, self._name(key), f"expected a list, got {_kind(value)}")
         return value
+
+
+def _digits(value: int) -> int:
+    return len(str(abs(value)))
 
 
 def _kind(value: Any) -> str:
@@ -295,6 +304,19 @@ class AttemptRecord:
             return v
         return _as_int((self.startup or {}).get("max_running_requests"))
 
+    # What produced the figures -----------------------------------------------------------------------
+    @property
+    def device(self) -> str | None:
+        """The ``--device`` the server was launched with (None: not given, SGLang's default, a GPU)."""
+        return launch_device(self.argv)
+
+    @property
+    def cpu_engine(self) -> bool:
+        """True when the real SGLang ran on its CPU engine (``--device cpu``, e.g. the real-SGLang sim host,
+        docs/real-sglang.md): its figures are neither simulated nor GPU figures. The stand-in's records
+        are ``simulated`` whatever their flags."""
+        return not self.simulated and self.device == "cpu"
+
     def requests_file(self) -> Path | None:
         for name in REQUEST_FILES:
             p = self.attempt_dir / name
@@ -303,12 +325,23 @@ class AttemptRecord:
         return None
 
 
+def launch_device(argv: list[str]) -> str | None:
+    """The value of the last ``--device X`` / ``--device=X`` in a launch command line, else None."""
+    device = None
+    for i, arg in enumerate(argv):
+        if arg == "--device" and i + 1 < len(argv):
+            device = argv[i + 1]
+        elif arg.startswith("--device="):
+            device = arg.split("=", 1)[1]
+    return device
+
+
 def _as_int(v: Any) -> int | None:
     if v is None or isinstance(v, bool):
         return None
     try:
         return int(v)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
 
 
@@ -465,8 +498,17 @@ def _read_json(path: Path) -> Any:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise RecordError(path, "<file>", f"cannot be read ({exc.strerror or exc})") from None
+    except UnicodeDecodeError as exc:
+        raise RecordError(
+            path,
+            "<file>",
+            f"is not UTF-8 JSON text (binary or damaged at byte {exc.start}); move it aside or re-run the "
+            "campaign to redo this attempt",
+        ) from None
     try:
         return json.loads(text)
+    except RecursionError:
+        raise RecordError(path, "<file>", "nests JSON too deeply to be a record; move it aside") from None
     except json.JSONDecodeError as exc:
         raise RecordError(
             path,
@@ -474,6 +516,8 @@ def _read_json(path: Path) -> Any:
             f"is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); "
             "an interrupted run leaves such files: re-run the campaign to redo this attempt",
         ) from None
+    except ValueError as exc:  # e.g. an integer literal longer than Python converts
+        raise RecordError(path, "<file>", f"is not a usable JSON record ({exc})") from None
 
 
 def load_record(path: Path | str) -> AttemptRecord:

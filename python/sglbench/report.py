@@ -5,7 +5,7 @@ are written beside it as ``<stem>-<plot>.png``. Sections: at a glance, summary t
 vs concurrency, speedup with CIs, latency distributions, acceptance by prompt category, TP scaling,
 capacity (memory split per GPU from the capacity plan; KV tokens predicted vs observed), failures with
 recommendations, and how the numbers were computed. A SIMULATED banner heads the page when any data
-comes from the stand-in.
+comes from the stand-in, a CPU ENGINE banner when any comes from the real SGLang on its CPU engine.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from sglbench import bootstrap
+from sglbench import bootstrap, outfiles
 from sglbench.results import Results
 from sglbench.summarize import display_rows, load_or_exit, summary_table
 
@@ -639,6 +639,15 @@ def build_html(res: Results, table: pd.DataFrame, plots: list[Plot], *, title: s
             f"<small>{scope} in this report ran against the SGLang stand-in (sim host). The numbers "
             "check the pipeline end to end; do not use them to choose a configuration.</small></div>"
         )
+    if res.cpu_engine:
+        n_cpu = int(a["cpu_engine"].sum())
+        scope = "every attempt" if n_cpu == len(a) else f"{n_cpu} of {len(a)} attempts (marked CPU)"
+        parts.append(
+            '<div class="banner">CPU ENGINE — the real SGLang on a CPU, not GPU figures'
+            f"<small>{scope} in this report ran against the real SGLang on its CPU engine (--device cpu; "
+            "on the real-SGLang sim host: tiny random-weight models). The numbers check the pipeline "
+            "against the real server; they are neither simulated nor GPU figures.</small></div>"
+        )
     parts.append(f"<h1>{_e(title)}</h1>")
     started = res.runs["started_at"].dropna()
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(float(started.min()))) if len(started) else "-"
@@ -733,16 +742,10 @@ def render(res: Results, out: Path, *, title: str | None = None) -> list[Path]:
     runs = ", ".join(res.runs["run_id"])
     doc = build_html(res, table, plots, title=title or f"sglbench report — {runs}")
     out.parent.mkdir(parents=True, exist_ok=True)
-    written = []
-    for p in plots:
-        if p.png is not None:
-            path = out.with_name(f"{out.stem}-{p.key}.png")
-            path.write_bytes(p.png)
-            written.append(path)
-    tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_text(doc, encoding="utf-8")
-    tmp.replace(out)
-    return [out, *written]
+    files = [(out.with_name(f"{out.stem}-{p.key}.png"), p.png) for p in plots if p.png is not None]
+    # All or nothing (outfiles.write_files): the PNGs, then the page that embeds them.
+    outfiles.write_files([*files, (out, doc.encode("utf-8"))])
+    return [out, *(path for path, _ in files)]
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -750,7 +753,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         "report",
         help="write one self-contained HTML report (tables + plots) of one or more runs",
         description="Write a self-contained HTML report (inline CSS, plots embedded as PNG data URIs, no "
-        "network) of the given run(s), plus the PNGs beside it. Exit 0 written, 2 unreadable input.",
+        "network) of the given run(s), plus the PNGs beside it. Exit 0 written, 2 unreadable input or an "
+        "unwritable -o (then nothing is written).",
     )
     p.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR")
     p.add_argument(
@@ -767,8 +771,15 @@ def run_report(args: argparse.Namespace) -> int:
     res = load_or_exit(args.run_dirs, "report")
     if res is None:
         return 2
-    written = render(res, args.out, title=args.title)
+    try:
+        outfiles.prepare_out(args.out, example="report.html")
+        written = render(res, args.out, title=args.title)
+    except (outfiles.OutputError, OSError) as exc:
+        print(f"sglbench report: error: {exc}", file=sys.stderr)
+        return 2
     if res.simulated:
         print("sglbench report: SIMULATED data (sim host) — the report says so at the top")
+    if res.cpu_engine:
+        print("sglbench report: CPU ENGINE data (real SGLang, --device cpu) — the report says so at the top")
     print("wrote " + ", ".join(str(p) for p in written))
     return 0

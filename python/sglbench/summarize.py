@@ -15,6 +15,7 @@ Latency columns are means over repeats of each repeat's percentile. Intervals: s
 from __future__ import annotations
 
 import argparse
+import io
 import math
 import re
 import sys
@@ -24,12 +25,17 @@ from typing import Any
 
 import pandas as pd
 
-from sglbench import bootstrap
+from sglbench import bootstrap, outfiles
 from sglbench.records import RecordError
 from sglbench.results import Results, ResultsError, load
 
 CELL_KEYS = ["run_id", "host", "tp", "config", "algorithm", "model_path", "prompt_set", "point"]
+MAX_SEED = 2**64 - 1
 SIM_BANNER = "SIMULATED: numbers below come from the SGLang stand-in (sim host), not from GPUs."
+CPU_BANNER = (
+    "CPU ENGINE: numbers below come from the real SGLang on its CPU engine (--device cpu, e.g. the "
+    "real-SGLang sim host with tiny random-weight models): neither simulated nor GPU figures."
+)
 TABLE_COLUMNS = [
     "run_id",
     "host",
@@ -63,6 +69,7 @@ TABLE_COLUMNS = [
     "note",
     "valid",
     "simulated",
+    "cpu_engine",
 ]
 
 
@@ -178,6 +185,7 @@ def summary_table(
                     or _fmt_cause(att["outcome"], att["cause"], att["failure_message"]),
                     "valid": not len(invalid) and not _missing_note(att),
                     "simulated": bool(grp["simulated"].any()),
+                    "cpu_engine": bool(grp["cpu_engine"].any()),
                 }
             )
     # Attempts without points: one row each.
@@ -205,6 +213,7 @@ def summary_table(
                 "note": note,
                 "valid": att["outcome"] == "ok",
                 "simulated": att["simulated"],
+                "cpu_engine": att["cpu_engine"],
             }
         )
     table = pd.DataFrame(rows, columns=TABLE_COLUMNS)
@@ -329,6 +338,8 @@ def display_rows(table: pd.DataFrame) -> list[dict[str, str]]:
         d["outcome"] = outcome_text(r)
         if table["simulated"].any():
             d["sim"] = "SIM" if r["simulated"] else ""
+        if table["cpu_engine"].any():
+            d["cpu"] = "CPU" if r["cpu_engine"] else ""
         out.append(d)
     return out
 
@@ -347,6 +358,8 @@ def to_markdown(table: pd.DataFrame, res: Results) -> str:
     parts = []
     if res.simulated:
         parts.append(f"**{SIM_BANNER}**\n")
+    if res.cpu_engine:
+        parts.append(f"**{CPU_BANNER}**\n")
     runs = ", ".join(res.runs["run_id"])
     hosts = ", ".join(sorted(res.attempts["host"].unique())) if len(res.attempts) else "-"
     parts.append(f"# sglbench summary — run(s) {runs} — host(s) {hosts}\n")
@@ -379,7 +392,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         "phase, config x concurrency -> output tok/s and speedup over the autoregressive baseline with "
         "95%% bootstrap intervals, TTFT/ITL p50/p99, acceptance length, KV tokens predicted vs observed "
         "and the outcome. Exit 0 when every attempt is ok, 1 when some failed or were skipped, 2 on "
-        "unreadable input.",
+        "unreadable input or an unwritable -o.",
     )
     p.add_argument(
         "run_dirs", nargs="+", type=Path, metavar="RUN_DIR", help="results/<run_id> (or a results root)"
@@ -390,7 +403,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
     p.add_argument("-o", "--out", type=Path, help="write to this file (required for parquet)")
     p.add_argument("--seed", type=int, default=bootstrap.DEFAULT_SEED, help="bootstrap seed (default 0)")
     p.add_argument(
-        "--bootstrap", type=int, default=bootstrap.DEFAULT_BOOT, help="bootstrap replicates (default 2000)"
+        "--bootstrap",
+        type=int,
+        default=bootstrap.DEFAULT_BOOT,
+        help=f"bootstrap replicates, {bootstrap.MIN_BOOT} to {bootstrap.MAX_BOOT} (default 2000)",
     )
     p.set_defaults(func=run_summarize)
 
@@ -403,34 +419,49 @@ def load_or_exit(paths: Sequence[Path], prog: str) -> Results | None:
         return None
 
 
+def check_seed(seed: int, prog: str) -> bool:
+    """The bootstrap seed must be a non-negative integer (numpy's seed sequences take no negative)."""
+    if 0 <= seed <= MAX_SEED:
+        return True
+    print(f"sglbench {prog}: error: --seed must be an integer from 0 to 2**64-1, got {seed}", file=sys.stderr)
+    return False
+
+
 def run_summarize(args: argparse.Namespace) -> int:
     if args.format == "parquet" and args.out is None:
         print("sglbench summarize: error: --format parquet needs -o FILE.parquet", file=sys.stderr)
         return 2
-    if args.bootstrap < 100:
-        print("sglbench summarize: error: --bootstrap needs at least 100 replicates", file=sys.stderr)
+    if not bootstrap.MIN_BOOT <= args.bootstrap <= bootstrap.MAX_BOOT:
+        print(
+            f"sglbench summarize: error: --bootstrap must be from {bootstrap.MIN_BOOT} to "
+            f"{bootstrap.MAX_BOOT} replicates, got {args.bootstrap}",
+            file=sys.stderr,
+        )
+        return 2
+    if not check_seed(args.seed, "summarize"):
         return 2
     res = load_or_exit(args.run_dirs, "summarize")
     if res is None:
         return 2
-    table = summary_table(res, seed=args.seed, n_boot=args.bootstrap)
-    if args.format == "parquet":
-        table.to_parquet(args.out, index=False)
-        print(f"wrote {args.out}")
-    elif args.format == "csv":
-        text = table.to_csv(index=False)
-        if args.out:
-            args.out.write_text(text, encoding="utf-8")
+    try:
+        if args.out is not None:
+            outfiles.prepare_out(args.out, example=f"summary.{args.format}")
+        table = summary_table(res, seed=args.seed, n_boot=args.bootstrap)
+        if args.format == "parquet":
+            buf = io.BytesIO()
+            table.to_parquet(buf, index=False)
+            outfiles.write_files([(args.out, buf.getvalue())])
             print(f"wrote {args.out}")
         else:
-            sys.stdout.write(text)
-    else:
-        text = to_markdown(table, res)
-        if args.out:
-            args.out.write_text(text + "\n", encoding="utf-8")
-            print(f"wrote {args.out}")
-        else:
-            print(text)
+            text = table.to_csv(index=False) if args.format == "csv" else to_markdown(table, res) + "\n"
+            if args.out:
+                outfiles.write_files([(args.out, text.encode("utf-8"))])
+                print(f"wrote {args.out}")
+            else:
+                sys.stdout.write(text)
+    except outfiles.OutputError as exc:
+        print(f"sglbench summarize: error: {exc}", file=sys.stderr)
+        return 2
     return exit_code(res)
 
 
