@@ -56,15 +56,24 @@ class ActionModule(ActionBase):
         written: list[str] = []
         if self._task.check_mode:
             return {**result, "changed": bool(files), "dir": directory, "written": sorted(files)}
-        os.makedirs(directory, exist_ok=True)
-        for name, content in files.items():
+        for name in files:
             if "/" in name or name in ("", ".", ".."):
                 raise AnsibleActionFail(f"file name {name!r} must be a plain name inside {directory}")
-            if content is None:
-                continue
-            text = _text(name, content)
-            if name == "record.json":
-                check_record(text)
-            write_atomic(os.path.join(directory, name), text, mode)
-            written.append(name)
+        try:
+            os.makedirs(directory, exist_ok=True)
+            for name, content in files.items():
+                if content is None:
+                    continue
+                text = _text(name, content)
+                if name == "record.json":
+                    check_record(text)
+                write_atomic(os.path.join(directory, name), text, mode)
+                written.append(name)
+        except OSError as err:
+            # One line naming the file and the cause (a full results disk, a read-only mount, ...).
+            where = err.filename or directory
+            raise AnsibleActionFail(
+                f"results could not be written on the controller: {where}: {err.strerror or err}"
+                f" (written so far: {', '.join(written) or 'nothing'})"
+            ) from None
         return {**result, "changed": True, "dir": directory, "written": written}

@@ -8,6 +8,7 @@ tested in ``tests/plugins/filter/test_sglbench_filter.py``.
 
 from __future__ import annotations
 
+import functools
 import re
 import sys
 from pathlib import Path
@@ -17,7 +18,8 @@ _PYTHON_SRC = str(Path(__file__).resolve().parents[2] / "python")
 if _PYTHON_SRC not in sys.path:  # the checkout's package, even when sglbench is not installed
     sys.path.insert(0, _PYTHON_SRC)
 
-from sglbench.hostlib import sglang_facts  # noqa: E402
+from sglbench import secretcheck  # noqa: E402  (stdlib only: what counts as a secret)
+from sglbench.hostlib import sglang_catalog, sglang_facts  # noqa: E402
 
 ALGORITHMS = sglang_facts.MATRIX_ALGORITHMS
 DRAFT_ALGORITHMS = tuple(a.name for a in sglang_facts.SPEC_TABLE if a.needs_draft_model)
@@ -51,7 +53,19 @@ RESERVED_ARGS = {
     "speculative_draft_model": "draft_model_path",
     "api_key": "sglang_units_api_key (kept in the 0600 secrets file)",
     "admin_api_key": "sglang_units_api_key",
+    "config": "the matrix (a --config file could set any of the fields above)",
 }
+# Environment variables sglbench sets itself: a config overriding them would move the server off the GPUs
+# its record names, or put a secret into a world-readable unit file.
+RESERVED_ENV = {
+    "CUDA_VISIBLE_DEVICES": "the TP size (sglbench gives each config the first TP GPUs of sglbench_gpu_ids)",
+    "NVIDIA_VISIBLE_DEVICES": "the TP size",
+    "HIP_VISIBLE_DEVICES": "the TP size",
+    "ROCR_VISIBLE_DEVICES": "the TP size",
+    "SGLBENCH_API_KEY": "sglbench_api_key (kept in the 0600 secrets file)",
+}
+PORT_RANGE = (1024, 65535)
+PYTHON_RE = re.compile(r"^/[A-Za-z0-9_+=:,./-]+$")
 NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,47}$")
 ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 ARG_RE = re.compile(r"^[a-z0-9][a-z0-9_]*$")
@@ -81,6 +95,40 @@ def _as_int(value: Any) -> int | None:
         return value
     if isinstance(value, str) and value.strip().isdigit():
         return int(value.strip())
+    return None
+
+
+@functools.lru_cache(maxsize=1)
+def newest_catalog() -> Any:
+    """The newest shipped SGLang flag catalog (prefix abbreviations resolve against it), or None."""
+    try:
+        return sglang_catalog.load(sglang_catalog.releases()[-1])
+    except (IndexError, sglang_catalog.CatalogError, OSError):
+        return None
+
+
+def _reserved_for(option: str) -> tuple[str, str] | None:
+    """``(flag, field)`` when ``option`` (possibly abbreviated, ``--po``) selects a flag sglbench sets
+    itself; None otherwise. SGLang's argparse accepts any unambiguous prefix of a flag."""
+    flag = option.split("=", 1)[0]
+    if not flag.startswith("--"):
+        return None
+    catalog = newest_catalog()
+    matches = catalog.match(flag) if catalog is not None else []
+    if catalog is not None:
+        # An ambiguous prefix is left to the flag check (SGLang rejects it); one match is what runs.
+        dests = [(m, catalog.by_option[m].dest) for m in matches] if len(matches) == 1 else []
+    else:  # no catalog: the reserved fields' own spellings, and prefixes of them
+        dests = [
+            ("--" + k.replace("_", "-"), k)
+            for k in RESERVED_ARGS
+            if ("--" + k.replace("_", "-")).startswith(flag)
+        ]
+    if flag == "--" + flag[2:] and flag[2:].replace("-", "_") in RESERVED_ARGS:
+        dests.append((flag, flag[2:].replace("-", "_")))
+    for match, dest in dests:
+        if dest in RESERVED_ARGS:
+            return match, RESERVED_ARGS[dest]
     return None
 
 
@@ -126,21 +174,27 @@ def matrix_errors(matrix: Any, gpu_count: Any, port_base: int = 30000) -> list[s
         if algorithm not in ALGORITHMS:
             err("algorithm", f"{algorithm!r} is not one of {', '.join(ALGORITHMS)}")
         draft = cfg.get("draft_model_path") or ""
+        if not isinstance(draft, str):
+            err("draft_model_path", f"{draft!r} must be a path (a string)")
+            draft = str(draft)
         if algorithm in DRAFT_ALGORITHMS and not draft:
             err("draft_model_path", f"required for algorithm {algorithm} (the draft model directory)")
         if algorithm in NO_DRAFT_ALGORITHMS and draft:
             err("draft_model_path", f"given but algorithm {algorithm} uses no draft model; remove it")
         tps = cfg.get("tp")
-        if not isinstance(tps, list) or not tps:
+        if tps is None or tps == []:
             err("tp", "required: a non-empty list of TP sizes, e.g. [1, 4, 8]")
+        elif not isinstance(tps, list):
+            err("tp", f"{tps!r} must be a list of TP sizes, e.g. [{tps}] (one TP size is still a list)")
         else:
             for tp in tps:
-                tpi = _as_int(tp)
+                tpi = _as_int(tp) if not isinstance(tp, str) or tp.strip() == str(_as_int(tp)) else None
                 if tpi is None or tpi < 1:
-                    err("tp", f"{tp!r} is not a positive integer")
+                    err("tp", f"{tp!r} is not a positive integer (write TP sizes as plain numbers: 1, 4, 8)")
                 elif gpus and (tpi > gpus or gpus % tpi):
                     err("tp", f"{tpi} does not divide the host's {gpus} GPUs; use a divisor of {gpus}")
-            if len({str(t) for t in tps}) != len(tps):
+            ints = [_as_int(t) for t in tps]
+            if len(set(ints)) != len(ints):
                 err("tp", f"{tps} lists a TP size twice")
         port = cfg.get("port")
         if port not in (None, ""):
@@ -160,6 +214,15 @@ def matrix_errors(matrix: Any, gpu_count: Any, port_base: int = 30000) -> list[s
                 continue
             if key in RESERVED_ARGS:
                 err(f"args.{key}", f"set through {RESERVED_ARGS[key]} instead of args")
+            elif (hit := _reserved_for("--" + key.replace("_", "-"))) is not None:
+                err(
+                    f"args.{key}", f"selects SGLang's {hit[0]} (abbreviated), set through {hit[1]}; remove it"
+                )
+            if secretcheck.secret_name(key) or secretcheck.secret_value(value):
+                err(
+                    f"args.{key}",
+                    "looks like a secret: it would be in the server's argv (ps) and the 0644 unit",
+                )
             if key in RANGES and value is not None:
                 low, high, inclusive = RANGES[key]
                 ok = isinstance(value, (int, float)) and not isinstance(value, bool)
@@ -173,27 +236,46 @@ def matrix_errors(matrix: Any, gpu_count: Any, port_base: int = 30000) -> list[s
         if not isinstance(env, dict):
             err("env", "must be a mapping of environment variable names to values")
             env = {}
-        for key, value in env.items():
-            if not isinstance(key, str) or not ENV_RE.match(key):
-                err(f"env.{key}", "not a valid environment variable name")
-            elif SECRET_ENV_RE.search(key):
-                err(
-                    f"env.{key}",
-                    "looks like a secret; set it via sglang_units_api_key / sglang_units_hf_token",
-                )
-            if isinstance(value, (dict, list)):
-                err(f"env.{key}", "values must be scalars")
+        for problem in env_errors(env):
+            err(*problem)
         extra = cfg.get("extra_args", [])
         if not isinstance(extra, list) or not all(isinstance(a, (str, int, float)) for a in extra):
             err("extra_args", "must be a list of strings (raw launch_server arguments)")
+            extra = []
+        for word in (str(a) for a in extra):
+            if (hit := _reserved_for(word)) is not None:
+                shown = word.split("=", 1)[0]
+                how = "" if shown == hit[0] else f" ({shown} abbreviates {hit[0]})"
+                err("extra_args", f"{shown} is set through {hit[1]}{how}; remove it from extra_args")
+            elif word.startswith("-") and secretcheck.secret_name(word.lstrip("-").split("=", 1)[0]):
+                err(
+                    "extra_args",
+                    f"{word.split('=', 1)[0]} looks like a secret option: it would be in argv (ps)",
+                )
+            elif secretcheck.secret_value(word) or secretcheck.secret_value(word.split("=", 1)[-1]):
+                err(
+                    "extra_args",
+                    "a value looks like a credential: it would be in argv (ps) and the 0644 unit",
+                )
         if "enabled" in cfg and not isinstance(cfg["enabled"], bool):
             err("enabled", f"{cfg['enabled']!r} must be true or false")
-    ports = config_ports([c if isinstance(c, dict) else {} for c in matrix], port_base)
+    base = _as_int(port_base)
+    if base is None:
+        errors.append(f"sglbench_port_base: {port_base!r} is not an integer (the first server port)")
+        return errors
+    ports = config_ports([c if isinstance(c, dict) else {} for c in matrix], base)
     by_port: dict[int, str] = {}
-    for cfg, port in zip(matrix, ports, strict=True):
+    for i, (cfg, port) in enumerate(zip(matrix, ports, strict=True)):
         if not isinstance(cfg, dict) or port is None:
             continue
         name = cfg.get("name")
+        low, high = PORT_RANGE
+        if cfg.get("port") in (None, "") and not low <= port <= high:
+            errors.append(
+                f"config {name!r}: field 'port': not set, so sglbench_port_base {base} + position {i} = "
+                f"{port}, outside {low}..{high}; set port, or change sglbench_port_base"
+            )
+            continue
         if port in by_port:
             errors.append(f"config {name!r}: field 'port': {port} is also used by config {by_port[port]!r}")
         else:
@@ -201,9 +283,55 @@ def matrix_errors(matrix: Any, gpu_count: Any, port_base: int = 30000) -> list[s
     return errors
 
 
+def env_errors(env: Any, where: str = "env") -> list[tuple[str, str]]:
+    """``(field, problem)`` for an environment mapping: names, secrets, variables sglbench sets itself."""
+    if not isinstance(env, dict):
+        return [(where, "must be a mapping of environment variable names to values")]
+    out: list[tuple[str, str]] = []
+    for key, value in env.items():
+        field = f"{where}.{key}"
+        if not isinstance(key, str) or not ENV_RE.match(key):
+            out.append((field, "not a valid environment variable name"))
+        elif key in RESERVED_ENV:
+            out.append((field, f"set by sglbench from {RESERVED_ENV[key]}; remove it"))
+        elif secretcheck.secret_name(key) or SECRET_ENV_RE.search(key) or secretcheck.secret_value(value):
+            out.append(
+                (
+                    field,
+                    "looks like a secret: it would be in a world-readable unit file and the records; set "
+                    "the API key with sglbench_api_key, a Hugging Face token with sglbench_hf_token",
+                )
+            )
+        if isinstance(value, (dict, list)):
+            out.append((field, "values must be scalars"))
+    return out
+
+
+def host_errors(python: Any, unit_environment: Any = None) -> list[str]:
+    """Problems with the host-level variables the units are built from."""
+    errors: list[str] = []
+    if not isinstance(python, str) or not PYTHON_RE.match(python):
+        errors.append(
+            f"sglbench_sglang_python: {python!r} must be an absolute path to the interpreter, e.g. "
+            "/opt/sglang/.venv/bin/python (no spaces; a leading '-' or '@' would change what systemd runs)"
+        )
+    for field, problem in env_errors(unit_environment or {}, "sglbench_unit_environment"):
+        errors.append(f"{field}: {problem}")
+    return errors
+
+
+def _tp_sizes(cfg: Any) -> list[int]:
+    tps = cfg.get("tp") if isinstance(cfg, dict) else None
+    if not isinstance(tps, list):
+        return []
+    return [t for t in (_as_int(x) for x in tps) if t is not None]
+
+
 def tp_phases(matrix: list[dict[str, Any]], tp: Any, order: list[int] | None = None) -> list[int]:
     """TP sizes to run for ``tp``: ``all`` = every TP size in the matrix, in ``order`` then ascending."""
-    present = sorted({int(t) for c in matrix if c.get("enabled", True) for t in c.get("tp", [])})
+    present = sorted(
+        {t for c in matrix if isinstance(c, dict) and c.get("enabled", True) for t in _tp_sizes(c)}
+    )
     if str(tp).strip().lower() == "all":
         first = [t for t in (order or []) if t in present]
         return first + [t for t in present if t not in first]
@@ -215,7 +343,11 @@ def tp_errors(matrix: list[dict[str, Any]], tp: Any) -> list[str]:
     text = str(tp).strip()
     if text.lower() != "all" and not text.isdigit():
         return [f"tp: {tp!r} must be a TP size such as 1, 4, 8, or 'all'"]
-    present = sorted({int(t) for c in matrix if c.get("enabled", True) for t in c.get("tp", [])})
+    if not isinstance(matrix, list):
+        return []
+    present = sorted(
+        {t for c in matrix if isinstance(c, dict) and c.get("enabled", True) for t in _tp_sizes(c)}
+    )
     if text.lower() != "all" and int(text) not in present:
         return [f"tp: {text} is not a TP size of any enabled config in sglbench_matrix (present: {present})"]
     return []
@@ -287,13 +419,19 @@ def env_file_line(key: str, value: Any) -> str:
     return f'{key}="{escaped}"'
 
 
-def systemd_exec(argv: list[str], api_key_env: str = "") -> str:
-    """ExecStart= value: each word quoted; with ``api_key_env`` the key comes from that environment
-    variable (set in the 0600 EnvironmentFile), so it never appears in the unit file."""
-    words = [systemd_quote(w) for w in argv]
+DEFAULT_LAUNCHER = "/usr/local/libexec/sglbench-launch"
+
+
+def systemd_exec(argv: list[str], api_key_env: str = "", launcher: str = DEFAULT_LAUNCHER) -> str:
+    """ExecStart= value: each word quoted (no expansion, no specifiers, no ``-``/``@`` prefixes).
+
+    With ``api_key_env`` the server runs under ``launcher`` (roles/sglang_units/files/sglbench-launch):
+    it takes the key from that environment variable (set from the 0600 EnvironmentFile) and gives it to
+    SGLang inside the process, so the key is in neither the unit file, nor the server's argv (``ps``,
+    ``systemctl status``), nor its journal (the launcher redacts SGLang's ``server_args=`` line)."""
     if api_key_env:
-        words += ["--api-key", "${" + api_key_env + "}"]
-    return " ".join(words)
+        argv = [argv[0], launcher, "--key-env", api_key_env, "--", *argv]
+    return " ".join(systemd_quote(w) for w in argv)
 
 
 def instances(matrix: list[dict[str, Any]], settings: dict[str, Any]) -> list[dict[str, Any]]:
@@ -334,10 +472,52 @@ def instances(matrix: list[dict[str, Any]], settings: dict[str, Any]) -> list[di
     return out
 
 
+def configs_errors(configs: Any, matrix: Any, tp: Any = "all") -> list[str]:
+    """``--configs`` / ``sglang_cycle_configs`` naming configs the matrix lacks (or that will not run)."""
+    if not configs:
+        return []
+    if not isinstance(configs, list):
+        return [f"configs: {configs!r} must be a list of config names"]
+    cfgs = {c.get("name"): c for c in matrix if isinstance(c, dict)} if isinstance(matrix, list) else {}
+    errors: list[str] = []
+    text = str(tp).strip().lower()
+    for name in configs:
+        cfg = cfgs.get(name)
+        if cfg is None:
+            known = ", ".join(sorted(str(n) for n in cfgs)) or "none"
+            errors.append(f"configs: {name!r} is not a config of sglbench_matrix (configs: {known})")
+        elif not cfg.get("enabled", True):
+            errors.append(f"configs: {name!r} is disabled in sglbench_matrix (enabled: false)")
+        elif text.isdigit() and int(text) not in _tp_sizes(cfg):
+            errors.append(f"configs: {name!r} has no TP {text} (its TP sizes: {_tp_sizes(cfg)})")
+    return errors
+
+
+def secret_argv(argv: Any) -> list[str]:
+    """The words of a command line that look like (or carry) a secret, redacted: empty when clean."""
+    words = [str(w) for w in argv] if isinstance(argv, list) else []
+    return [r for w, r in zip(words, secretcheck.redact_argv(words), strict=True) if w != r]
+
+
+def failure_summary(outcomes: list[dict[str, Any]], host: str, records: str = "") -> str:
+    """One line for the end of the play: which config attempts failed, in which phase, why."""
+    failed = [o for o in outcomes if isinstance(o, dict) and o.get("outcome") == "failed"]
+    items = ", ".join(
+        f"{o.get('instance')} ({o.get('phase') or '?'}: {o.get('cause') or 'unknown'})" for o in failed
+    )
+    where = f"; records in {records}" if records else ""
+    return (
+        f"{len(failed)} of {len(outcomes)} config attempts failed on {host}: {items} "
+        f"(every other config ran and every GPU was freed{where})"
+    )
+
+
 class FilterModule:
     def filters(self) -> dict[str, Any]:
         return {
             "sglbench_matrix_errors": matrix_errors,
+            "sglbench_host_errors": host_errors,
+            "sglbench_configs_errors": configs_errors,
             "sglbench_tp_errors": tp_errors,
             "sglbench_tp_phases": tp_phases,
             "sglbench_instances": instances,
@@ -346,4 +526,7 @@ class FilterModule:
             "sglbench_systemd_quote": systemd_quote,
             "sglbench_systemd_env": systemd_env,
             "sglbench_env_file_line": env_file_line,
+            "sglbench_failure_summary": failure_summary,
+            "sglbench_secret_paths": secretcheck.secret_paths,
+            "sglbench_secret_argv": secret_argv,
         }

@@ -15,7 +15,7 @@ description:
   - Returns the summary (same document as C(sglbench bench)'s summary.json) and writes the raw per-request
     records as JSON lines to I(records_path) on the host, for C(ansible.builtin.fetch).
   - Each point carries C(valid) and C(invalid_reasons) from the client's self-check (send lateness, event-loop
-    lag, client CPU, CPU starvation, achieved rate).
+    lag, client CPU, CPU starvation, achieved rate) and from the error-rate rule (I(max_error_rate)).
   - Not idempotent by nature; reports C(changed=false). Skipped in check mode.
 options:
   url:
@@ -123,6 +123,21 @@ options:
       - The CPU self-check applies to each process (C(client.per_process) in every point of the summary).
     type: int
     default: 1
+  max_error_rate:
+    description:
+      - Largest fraction of failed measured requests a valid point may have. The default 0 is strict, any
+        failed request (a server that died or restarted mid-point, a timeout, an HTTP error) makes the point
+        invalid, with the count and an example error in C(invalid_reasons).
+    type: float
+    default: 0.0
+  guard:
+    description:
+      - Host-side guard (C(module_utils/sglbench_host_guard)). With it the module holds
+        C(/run/sglbench/bench.lock) while it sends load and refuses to run when another benchmark holds it,
+        or when I(guard.unit)'s current systemd InvocationID is not I(guard.invocation_id) (another campaign
+        restarted the server).
+      - Keys C(unit), C(invocation_id), C(run_id), C(controller), C(dir) (default C(/run/sglbench)).
+    type: dict
   records_path:
     description: Host path for the per-request records (JSON lines, written atomically). Omit to skip them.
     type: path
@@ -182,10 +197,12 @@ records:
   returned: when I(return_records) is true
 """
 
+import contextlib
 import os
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.sglbench_host_guard import Campaign, GuardRefused, bench_guard, check_invocation
 from ansible.module_utils.sglbench_loadgen import (
     BenchSpec,
     LoadgenError,
@@ -201,6 +218,7 @@ from ansible.module_utils.sglbench_loadgen import (
 )
 from ansible.module_utils.sglbench_metrics import Slo
 from ansible.module_utils.sglbench_prompts import PromptError, prompts_from_params, synthetic_prompts
+from ansible.module_utils.sglbench_systemd_unit import read_unit_state
 
 
 def build_module() -> AnsibleModule:
@@ -231,6 +249,8 @@ def build_module() -> AnsibleModule:
             "slo_e2e_ms": {"type": "float"},
             "simulated": {"type": "bool"},
             "procs": {"type": "int", "default": 1},
+            "max_error_rate": {"type": "float", "default": 0.0},
+            "guard": {"type": "dict"},
             "records_path": {"type": "path"},
             "return_records": {"type": "bool", "default": False},
         },
@@ -273,6 +293,29 @@ def write_records(path: str, rows: list) -> None:
         raise
 
 
+@contextlib.contextmanager
+def guarded(p: dict):
+    """The host-side guard around the load (a no-op without ``guard``)."""
+    g = p.get("guard") or {}
+    if not g:
+        yield None
+        return
+    unit = str(g.get("unit") or "")
+    with bench_guard(
+        unit,
+        p["url"],
+        Campaign(str(g.get("run_id") or ""), str(g.get("controller") or "")),
+        str(g.get("dir") or "/run/sglbench"),
+    ) as holder:
+        if unit and g.get("invocation_id"):
+            try:
+                current = read_unit_state(unit).invocation_id
+            except RuntimeError as err:
+                raise GuardRefused(f"cannot read the state of {unit}: {err}") from None
+            check_invocation(unit, str(g["invocation_id"]), current)
+        yield holder
+
+
 def run(module: AnsibleModule) -> None:
     p = module.params
     if module.check_mode:
@@ -304,9 +347,14 @@ def run(module: AnsibleModule) -> None:
             slo=Slo(ttft_ms=p["slo_ttft_ms"], tpot_ms=p["slo_tpot_ms"], e2e_ms=p["slo_e2e_ms"]),
             simulated=p["simulated"],
             procs=p["procs"],
+            max_error_rate=p["max_error_rate"],
         )
         spec.validate()
-        result = run_campaign(spec)
+        with guarded(p):
+            result = run_campaign(spec)
+    except GuardRefused as err:
+        module.fail_json(msg=f"prompt benchmark against {p['url']} refused: {err}", url=p["url"], guard=True)
+        return
     except (LoadgenError, PromptError) as err:
         module.fail_json(msg=f"prompt benchmark against {p['url']} failed: {err}", url=p["url"], api=p["api"])
         return

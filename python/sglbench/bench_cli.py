@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import tempfile
@@ -27,7 +28,9 @@ THRESHOLDS_HELP = (
     f"{metrics.MAX_CLIENT_CPU_FRACTION:.0%} of one core, it waited more than "
     f"{metrics.MAX_RUNQUEUE_WAIT_FRACTION:.0%} of the time for a CPU (Linux schedstat: other processes "
     f"starved it), or (rate mode) fewer than {metrics.MIN_ACHIEVED_RATE_FRACTION:.0%} of the target "
-    "request rate were sent. With --procs P > 1 the CPU and CPU-wait checks apply to each client process."
+    "request rate were sent. With --procs P > 1 the CPU and CPU-wait checks apply to each client process. "
+    "A point is also invalid when no request succeeded or when more than --max-error-rate of its requests "
+    "failed (default 0: any failed request). `sglbench bench` exits 1 when a point is invalid."
 )
 
 PROCS_HELP = (
@@ -61,9 +64,20 @@ def parse_float_list(text: str, flag: str) -> list[float]:
         vals = [float(v) for v in text.split(",") if v.strip()]
     except ValueError:
         raise UsageError(f"{flag} takes comma-separated numbers, e.g. 2,4.5 (got {text!r})") from None
-    if not vals or any(v <= 0 for v in vals):
+    if not vals or any(not v > 0 for v in vals):  # NaN is not > 0 either
         raise UsageError(f"{flag} needs numbers > 0 (got {text!r})")
     return vals
+
+
+def check_number(value: float | None, flag: str, *, lo: float, hi: float, lo_open: bool = True) -> None:
+    """UsageError unless ``value`` (when given) is a finite number in (lo, hi] (or [lo, hi])."""
+    if value is None:
+        return
+    ok = (lo < value if lo_open else lo <= value) and value <= hi  # NaN fails both
+    if not ok:
+        low = f"> {lo:g}" if lo_open else f">= {lo:g}"
+        high = f"{int(hi)}" if float(hi).is_integer() else f"{hi:g}"
+        raise UsageError(f"{flag} must be a number {low} and <= {high}, got {value}")
 
 
 def read_api_key(path: str | None) -> str | None:
@@ -73,8 +87,16 @@ def read_api_key(path: str | None) -> str | None:
         key = Path(path).expanduser().read_text(encoding="utf-8").strip()
     except OSError as exc:
         raise UsageError(f"--api-key-file {path}: cannot read it ({exc.strerror or exc})") from None
+    except UnicodeDecodeError:
+        raise UsageError(
+            f"--api-key-file {path} is not text; put the server's --api-key value in it"
+        ) from None
     if not key:
         raise UsageError(f"--api-key-file {path} is empty; put the server's --api-key value in it")
+    if not (key.isascii() and key.isprintable()) or any(c.isspace() for c in key):
+        raise UsageError(
+            f"--api-key-file {path}: the key must be one word of printable ASCII (sent in an HTTP header)"
+        )
     return key
 
 
@@ -103,8 +125,8 @@ def cli_words(msg: str) -> str:
 def slo_from_args(args: argparse.Namespace) -> metrics.Slo:
     for name in ("slo_ttft_ms", "slo_tpot_ms", "slo_e2e_ms"):
         v = getattr(args, name)
-        if v is not None and v <= 0:
-            raise UsageError(f"--{name.replace('_', '-')} must be > 0 ms")
+        if v is not None and not 0 < v < math.inf:
+            raise UsageError(f"--{name.replace('_', '-')} must be a finite number of ms > 0, got {v}")
     return metrics.Slo(ttft_ms=args.slo_ttft_ms, tpot_ms=args.slo_tpot_ms, e2e_ms=args.slo_e2e_ms)
 
 
@@ -122,19 +144,44 @@ def _atomic_write(path: Path, data: bytes) -> None:
         raise
 
 
+def finite_json(obj: Any) -> Any:
+    """``obj`` with every NaN/infinite float replaced by None (strict JSON has no spelling for them)."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: finite_json(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite_json(v) for v in obj]
+    return obj
+
+
+def _dumps(obj: Any, **kw: Any) -> str:
+    """Strict JSON; a non-finite float (never expected: inputs are checked) is written as null, not lost."""
+    try:
+        return json.dumps(obj, allow_nan=False, **kw)
+    except ValueError:
+        return json.dumps(finite_json(obj), allow_nan=False, **kw)
+
+
 def write_results(result: loadgen.CampaignResult, out: Path) -> list[Path]:
-    out.mkdir(parents=True, exist_ok=True)
+    """``summary.json``, ``requests.jsonl`` (+ ``requests.parquet``) in ``out``: everything is serialised
+    before the first file is written, and each file is written atomically."""
     rows = loadgen.record_rows(result)
-    written = []
-    lines = "".join(loadgen.dumps_compact(r) + "\n" for r in rows)
+    lines = "".join(_dumps(r, separators=(",", ":")) + "\n" for r in rows)
+    summary_text = _dumps(loadgen.campaign_summary(result), indent=1) + "\n"
+    out.mkdir(parents=True, exist_ok=True)
+    written = [out / "summary.json", out / "requests.jsonl"]
     _atomic_write(out / "requests.jsonl", lines.encode())
-    written.append(out / "requests.jsonl")
-    parquet = write_parquet(rows, out / "requests.parquet")
+    _atomic_write(out / "summary.json", summary_text.encode())
+    try:  # a convenience copy of requests.jsonl: its failure never costs the measurement
+        parquet = write_parquet(rows, out / "requests.parquet")
+    except Exception as exc:
+        print(
+            f"sglbench: warning: requests.parquet not written ({type(exc).__name__}: {exc})", file=sys.stderr
+        )
+        parquet = None
     if parquet is not None:
         written.append(parquet)
-    summary = loadgen.campaign_summary(result)
-    _atomic_write(out / "summary.json", (json.dumps(summary, indent=1, allow_nan=False) + "\n").encode())
-    written.insert(0, out / "summary.json")
     return written
 
 
@@ -146,6 +193,8 @@ def write_parquet(rows: list[dict[str, Any]], path: Path) -> Path | None:
         return None
     if not rows:
         return None
+    # One type per column: an all-at-once point's rate is "inf" in JSON, a float here.
+    rows = [{**r, "request_rate": math.inf} if r.get("request_rate") == "inf" else r for r in rows]
     table = pa.Table.from_pylist(rows)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     os.close(fd)
@@ -162,8 +211,19 @@ def _fmt(v: Any, spec: str = ".1f") -> str:
     return "-" if v is None else format(v, spec)
 
 
+def data_label(summary: dict[str, Any]) -> str:
+    """What produced the figures, ahead of the table: the stand-in, the real SGLang's CPU engine
+    (``/server_info`` ``device`` is ``cpu``), or nothing for a GPU server."""
+    if summary.get("simulated"):
+        return "SIMULATED — "
+    info = (summary.get("meta") or {}).get("server_info") or {}
+    if isinstance(info, dict) and info.get("device") == "cpu":
+        return "CPU ENGINE (real SGLang, --device cpu; not GPU figures) — "
+    return ""
+
+
 def format_table(summary: dict[str, Any]) -> str:
-    label = "SIMULATED — " if summary.get("simulated") else ""
+    label = data_label(summary)
     head = (
         f"{'point':>10} {'rep':>3} {'ok':>5} {'err':>4} {'tok/s':>9} {'req/s':>7} {'ttft50':>8} "
         f"{'ttft99':>8} {'tpot50':>7} {'itl50':>7} {'e2e50':>8} {'accept':>6}  valid"
@@ -276,6 +336,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
     p.add_argument(
         "--request-timeout", type=float, default=600.0, help="per-request timeout in s (default 600)"
     )
+    p.add_argument(
+        "--max-error-rate",
+        type=float,
+        default=metrics.DEFAULT_MAX_ERROR_RATE,
+        metavar="FRACTION",
+        help="largest fraction of failed requests a valid point may have (default 0: any failed request "
+        "makes the point invalid, e.g. a server that died mid-point); 0.01 tolerates 1%%",
+    )
     p.add_argument("--overwrite", action="store_true", help="replace results already in --out")
     p.set_defaults(func=run_bench)
 
@@ -283,17 +351,17 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
 def _check_common(args: argparse.Namespace) -> None:
     if args.num_prompts is not None and args.num_prompts < 1:
         raise UsageError("--num-prompts must be >= 1")
-    if args.duration is not None and args.duration <= 0:
-        raise UsageError("--duration must be > 0 seconds")
+    check_number(args.duration, "--duration (seconds)", lo=0, hi=loadgen.MAX_SECONDS)
     if args.max_new_tokens is not None and args.max_new_tokens < 1:
         raise UsageError("--max-new-tokens must be >= 1")
-    if args.warmup is not None and args.warmup < 0:
-        raise UsageError("--warmup must be >= 0")
+    if args.warmup is not None and not 0 <= args.warmup <= loadgen.MAX_WARMUP:
+        raise UsageError(f"--warmup must be from 0 to {loadgen.MAX_WARMUP} requests, got {args.warmup}")
     if not 1 <= args.procs <= loadgen.MAX_PROCS:
         raise UsageError(f"--procs must be from 1 to {loadgen.MAX_PROCS} client processes, got {args.procs}")
 
 
 def _prepare_out(out: Path | None, overwrite: bool) -> None:
+    """Check ``--out`` before anything is measured: it is (or can be made) a directory we can write to."""
     if out is None:
         return
     if out.exists() and not out.is_dir():
@@ -302,11 +370,23 @@ def _prepare_out(out: Path | None, overwrite: bool) -> None:
         raise UsageError(
             f"--out {out} already holds results (summary.json); choose a new directory or pass --overwrite"
         )
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".sglbench-write-check.", dir=out)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise UsageError(
+            f"--out {out}: cannot write there ({exc.strerror or exc}); give a directory you can write to"
+        ) from None
 
 
 def run_bench(args: argparse.Namespace) -> int:
     try:
         return _run_bench(args)
+    except OSError as exc:  # writing the results (disk full, permissions changed during the run)
+        print(f"sglbench bench: error: cannot write the results to {args.out}: {exc}", file=sys.stderr)
+        return 1
     except UsageError as exc:
         print(f"sglbench bench: error: {exc}", file=sys.stderr)
         return 2
@@ -325,15 +405,26 @@ def _run_bench(args: argparse.Namespace) -> int:
     _prepare_out(args.out, args.overwrite)
     if args.repeats < 1:
         raise UsageError("--repeats must be >= 1")
-    if args.max_concurrency is not None and args.max_concurrency < 1:
-        raise UsageError("--max-concurrency must be >= 1")
+    if args.max_concurrency is not None and not 1 <= args.max_concurrency <= loadgen.MAX_CONCURRENCY:
+        raise UsageError(f"--max-concurrency must be from 1 to {loadgen.MAX_CONCURRENCY}")
+    check_number(args.request_timeout, "--request-timeout (seconds)", lo=0, hi=loadgen.MAX_SECONDS)
+    check_number(args.temperature, "--temperature", lo=0, hi=1e6, lo_open=False)
+    check_number(args.max_error_rate, "--max-error-rate (a fraction of requests)", lo=0, hi=1, lo_open=False)
     concurrency = parse_int_list(args.concurrency, "--concurrency") if args.concurrency else None
     rates = parse_float_list(args.request_rate, "--request-rate") if args.request_rate else None
     api_key = read_api_key(args.api_key_file)
     slo = slo_from_args(args)
-    prompt_list = prompts.resolve_prompt_source(
-        args.prompts, synthetic_n=max(64, args.num_prompts or 0), seed=args.seed
-    )
+    # Synthetic prompts are checked now but built only once the server answered (they can be large);
+    # prompt files and shipped sets are read now, so a bad one is reported before any connection.
+    synthetic_len = prompts.parse_synthetic(args.prompts)
+    synthetic_n = 0
+    if synthetic_len is not None:
+        # As many distinct prompts as requests per point, at least 64 when they fit in memory.
+        synthetic_n = max(min(64, prompts.MAX_SYNTHETIC_IDS // synthetic_len), args.num_prompts or 0)
+        prompts.check_synthetic(synthetic_n, synthetic_len)
+        prompt_list = [prompts.Prompt("synthetic", "synthetic", input_ids=(prompts.SYNTHETIC_ID_RANGE[0],))]
+    else:
+        prompt_list = prompts.resolve_prompt_source(args.prompts, seed=args.seed)
     cap = args.max_concurrency
     spec = loadgen.BenchSpec(
         url=args.url,
@@ -357,11 +448,15 @@ def _run_bench(args: argparse.Namespace) -> int:
         slo=slo,
         simulated=args.simulated,
         procs=args.procs,
+        max_error_rate=args.max_error_rate,
     )
     try:
         spec.validate()
     except loadgen.LoadgenError as exc:
         raise UsageError(cli_words(str(exc))) from None
+    loadgen.check_reachable(args.url, api_key)
+    if synthetic_len is not None:
+        spec.prompts = prompts.synthetic_prompts(synthetic_n, synthetic_len, args.seed)
     if not concurrency and not rates and cap is None:
         # Default ladder: 1, 2, 4, ... up to what the server can actually run at once.
         cap = loadgen.effective_max_running_requests(loadgen.fetch_server_info(args.url, api_key))
@@ -377,4 +472,24 @@ def _run_bench(args: argparse.Namespace) -> int:
     summary = json.loads(files[0].read_text())
     print(format_table(summary))
     print("wrote " + ", ".join(str(f) for f in files))
-    return 0
+    return verdict(summary)
+
+
+def verdict(summary: dict[str, Any]) -> int:
+    """0 when every point is valid; else 1 with one line on stderr naming the first invalid point."""
+    points = summary.get("points") or []
+    bad = [p for p in points if not p.get("valid")]
+    if points and not bad:
+        return 0
+    if not points:
+        print("sglbench bench: no point was measured", file=sys.stderr)
+        return 1
+    first = bad[0]
+    n_ok = sum(int(p.get("n_ok") or 0) for p in points)
+    head = "no request succeeded" if n_ok == 0 else f"{len(bad)} of {len(points)} points invalid"
+    print(
+        f"sglbench bench: {head} (first: {first.get('point')} repeat {first.get('repeat')}: "
+        f"{'; '.join(first.get('invalid_reasons') or ['invalid'])}); exit 1",
+        file=sys.stderr,
+    )
+    return 1

@@ -29,6 +29,8 @@ from dataclasses import dataclass
 import numpy as np
 
 DEFAULT_BOOT = 2000
+MIN_BOOT = 100  # fewer replicates give no usable 2.5/97.5 percentiles
+MAX_BOOT = 100_000  # memory is about 8 bytes x replicates x repeats per cell; more adds no precision
 DEFAULT_SEED = 0
 CI_LEVEL = 0.95
 

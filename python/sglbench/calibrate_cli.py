@@ -23,11 +23,16 @@ from sglbench.bench_cli import (
     _fmt,
     _prepare_out,
     _progress,
+    check_number,
     cli_words,
     parse_int_list,
     write_results,
 )
 from sglbench.hostlib import loadgen, prompts
+
+MAX_SERVER_PROCS = 256
+MAX_NULL_TOKENS = 100_000  # the null server builds each response in memory
+MAX_NULL_DELAY_MS = 60_000.0  # null server time to first chunk / between chunks: a minute is already absurd
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -104,12 +109,14 @@ class NullServerProcesses:
 def run_calibrate(args: argparse.Namespace) -> int:
     try:
         _check_common(args)
-        if args.chunk_tokens < 1:
-            raise UsageError("--chunk-tokens must be >= 1")
-        if args.server_procs < 1:
-            raise UsageError("--server-procs must be >= 1")
-        if args.ttft_ms < 0 or args.gap_ms < 0:
-            raise UsageError("--ttft-ms and --gap-ms must be >= 0")
+        if args.max_new_tokens is not None and args.max_new_tokens > MAX_NULL_TOKENS:
+            raise UsageError(f"--max-new-tokens must be <= {MAX_NULL_TOKENS} against the null server")
+        if not 1 <= args.chunk_tokens <= MAX_NULL_TOKENS:
+            raise UsageError(f"--chunk-tokens must be from 1 to {MAX_NULL_TOKENS}")
+        if not 1 <= args.server_procs <= MAX_SERVER_PROCS:
+            raise UsageError(f"--server-procs must be from 1 to {MAX_SERVER_PROCS}, got {args.server_procs}")
+        check_number(args.ttft_ms, "--ttft-ms", lo=0, hi=MAX_NULL_DELAY_MS, lo_open=False)
+        check_number(args.gap_ms, "--gap-ms", lo=0, hi=MAX_NULL_DELAY_MS, lo_open=False)
         _prepare_out(args.out, overwrite=False)
         # Default levels: one stream per client process, then 64 and 512 streams.
         levels = (
@@ -126,29 +133,30 @@ def run_calibrate(args: argparse.Namespace) -> int:
             str(args.gap_ms),
             "--spec",
         ]
+        if args.api == "openai-chat":
+            prompt_list = [prompts.Prompt("calibrate", "chat", text="calibrate " * 128)]
+        else:
+            prompt_list = prompts.synthetic_prompts(64, 128, args.seed)
+        spec = loadgen.BenchSpec(
+            url="http://127.0.0.1:1",  # the null server's, once it listens
+            prompts=prompt_list,
+            points=[loadgen.LoadPoint(concurrency=c) for c in levels],
+            api=args.api,
+            sampling=loadgen.SamplingSpec(max_new_tokens=args.max_new_tokens or 128, ignore_eos=True),
+            num_prompts=args.num_prompts or (10**9 if args.duration else 2000),
+            duration_s=args.duration,
+            warmup=args.warmup,
+            repeats=1,
+            seed=args.seed,
+            simulated=True,
+            procs=args.procs,
+        )
+        try:  # every argument is checked before the null server starts
+            spec.validate()
+        except loadgen.LoadgenError as exc:
+            raise UsageError(cli_words(str(exc))) from None
         with NullServerProcesses(server_args, args.server_procs) as srv:
-            if args.api == "openai-chat":
-                prompt_list = [prompts.Prompt("calibrate", "chat", text="calibrate " * 128)]
-            else:
-                prompt_list = prompts.synthetic_prompts(64, 128, args.seed)
-            spec = loadgen.BenchSpec(
-                url=srv.url,
-                prompts=prompt_list,
-                points=[loadgen.LoadPoint(concurrency=c) for c in levels],
-                api=args.api,
-                sampling=loadgen.SamplingSpec(max_new_tokens=args.max_new_tokens or 128, ignore_eos=True),
-                num_prompts=args.num_prompts or (10**9 if args.duration else 2000),
-                duration_s=args.duration,
-                warmup=args.warmup,
-                repeats=1,
-                seed=args.seed,
-                simulated=True,
-                procs=args.procs,
-            )
-            try:
-                spec.validate()
-            except loadgen.LoadgenError as exc:
-                raise UsageError(cli_words(str(exc))) from None
+            spec.url = srv.url
             t = time.perf_counter()
             result = loadgen.run_campaign(spec, progress=_progress)
             elapsed = time.perf_counter() - t
@@ -167,7 +175,13 @@ def run_calibrate(args: argparse.Namespace) -> int:
     }
     print(format_calibration(result, elapsed))
     if args.out is not None:
-        files = write_results(result, args.out)
+        try:
+            files = write_results(result, args.out)
+        except OSError as exc:
+            print(
+                f"sglbench calibrate: error: cannot write the results to {args.out}: {exc}", file=sys.stderr
+            )
+            return 1
         print("wrote " + ", ".join(str(f) for f in files))
     return 0
 

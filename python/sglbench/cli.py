@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from typing import Any, NoReturn
 
 # (subcommand, module). A module registers its parser and sets `func(args) -> int`.
 SUBCOMMANDS: list[tuple[str, str]] = [
@@ -24,13 +25,27 @@ SUBCOMMANDS: list[tuple[str, str]] = [
 ]
 
 
+class OneLineErrorParser(argparse.ArgumentParser):
+    """Bad arguments give one line (``sglbench bench: error: argument --seed: invalid int value: 'x'``)
+    naming the flag, and exit 2; ``--help`` has the usage. Subcommand parsers are of this class too."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+    def _get_values(self, action: argparse.Action, arg_strings: list[str]) -> Any:
+        # Python < 3.12 turns `--seed=--` into [] without calling the type: refuse it like any bad value.
+        if action.option_strings and action.nargs is None and arg_strings == ["--"]:
+            self.error(f"argument {'/'.join(action.option_strings)}: expected a value, got '--'")
+        return super()._get_values(action, arg_strings)
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """Build the parser; with ``only``, import just that subcommand's module.
 
     Some subcommands pull in pandas/matplotlib/ansible-runner, so `sglbench plan ...` should not pay
     for them: the chosen subcommand is imported alone, and every module only for `sglbench --help`.
     """
-    parser = argparse.ArgumentParser(
+    parser = OneLineErrorParser(
         prog="sglbench",
         description="Plan, run and summarize SGLang serving benchmarks.",
     )

@@ -12,8 +12,9 @@ names, the host is left out of the match. For each matched cell with throughput 
   interval is unknown and only a change beyond ``--no-ci-threshold`` (default 10%) is flagged.
 
 Outcome changes are reported too: ok in A but failed or skipped in B is a regression; the reverse is
-an improvement; cells only in one run are ``new`` or ``gone``. Exit code: 1 when any regression is
-flagged, 0 otherwise, 2 on unreadable input.
+an improvement; a cell only in B is ``new``; a cell measured in A that is missing from B (the config or
+load point vanished) is a regression (``gone``). Exit code: 1 when any regression is flagged, 0
+otherwise, 2 on unreadable input.
 """
 
 from __future__ import annotations
@@ -28,11 +29,12 @@ import pandas as pd
 
 from sglbench import bootstrap
 from sglbench.results import Results
-from sglbench.summarize import CELL_KEYS, _samples, fmt_ci, load_or_exit
+from sglbench.summarize import CELL_KEYS, _samples, check_seed, fmt_ci, load_or_exit
 
 MATCH_KEYS = ["host", "tp", "config", "prompt_set", "point"]
 DEFAULT_MIN_EFFECT = 0.02
 DEFAULT_NO_CI_THRESHOLD = 0.10
+GONE = "regression: gone (in A, not in B)"
 
 
 def _cells(res: Results, keys: list[str]) -> dict[tuple[Any, ...], dict[str, Any]]:
@@ -89,8 +91,8 @@ def compare(
             d["status"] = f"improvement: was {out_a[0]} ({out_a[1] or 'unknown'})"
         elif x is None:
             d["status"] = "new"
-        elif y is None:
-            d["status"] = "gone"
+        elif y is None:  # measured in A, nothing in B: a config or load point vanished
+            d["status"] = GONE
         else:
             label = "compare|" + "|".join(map(str, k))
             est = bootstrap.ratio(sb, sa, seed=seed, label=label, n_boot=n_boot)
@@ -119,7 +121,7 @@ def compare(
         if out_a[0] is None:
             d["status"] = "new"
         elif out_b[0] is None:
-            d["status"] = "gone"
+            d["status"] = GONE if out_a[0] == "ok" else "gone"
         elif out_a == out_b:
             d["status"] = "unchanged"
         else:
@@ -161,6 +163,11 @@ def to_markdown(table: pd.DataFrame, a: Results, b: Results) -> str:
     lines = []
     if a.simulated or b.simulated:
         lines.append("**SIMULATED: at least one run comes from the SGLang stand-in (sim host).**\n")
+    if a.cpu_engine or b.cpu_engine:
+        lines.append(
+            "**CPU ENGINE: at least one run comes from the real SGLang on its CPU engine (--device cpu): "
+            "not GPU figures.**\n"
+        )
     ra, rb = ", ".join(a.runs["run_id"]), ", ".join(b.runs["run_id"])
     n_reg = int(table["status"].str.startswith("regression").sum())
     n_imp = int(table["status"].str.startswith("improvement").sum())
@@ -223,7 +230,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         default=DEFAULT_NO_CI_THRESHOLD,
         help="relative change flagged when there is no CI (default 0.10)",
     )
-    p.add_argument("--seed", type=int, default=bootstrap.DEFAULT_SEED)
+    p.add_argument("--seed", type=int, default=bootstrap.DEFAULT_SEED, help="bootstrap seed (default 0)")
     p.set_defaults(func=run_compare)
 
 
@@ -233,6 +240,8 @@ def run_compare(args: argparse.Namespace) -> int:
             "sglbench compare: error: --min-effect and --no-ci-threshold are fractions in [0, 1)",
             file=sys.stderr,
         )
+        return 2
+    if not check_seed(args.seed, "compare"):
         return 2
     a = load_or_exit([args.run_a], "compare")
     b = load_or_exit([args.run_b], "compare") if a is not None else None

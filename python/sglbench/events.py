@@ -24,6 +24,8 @@ from datetime import datetime
 from typing import Any
 
 SETUP_ROLES = ("sglang_preflight", "sglang_units")
+# Actions that write results on the controller: their failure means the run could not proceed.
+RESULTS_ACTIONS = ("sglbench_record", "sglbench_points")
 PHASE_TASK = re.compile(r"^cycle \| Enter the (?P<phase>\w+) phase")
 BEGIN_TASK = re.compile(r"^cycle \| Begin the attempt of (?P<instance>\S+)")
 REPORT_TASK = re.compile(r"^cycle \| Report (?P<instance>\S+)")
@@ -54,6 +56,7 @@ class HostProgress:
     last_seen: float | None = None
     unreachable: str | None = None  # message
     setup_failed: str | None = None  # failure in preflight/units (nothing benchmarked)
+    results_failed: str | None = None  # results could not be written on the controller (disk full, ...)
     instances: tuple[tuple[str, str, int], ...] = ()  # (name, config, tp) of every unit
     phases: tuple[int, ...] | None = None
 
@@ -105,10 +108,23 @@ def _tp_of(host: HostProgress, instance: str) -> int | None:
     return int(m.group("tp")) if m else None
 
 
+GENERIC_LOOP_MSGS = ("All items completed", "One or more items failed")
+
+
 def _msg(res: Any) -> str:
-    """``res.msg`` as one line: a list message (debug with ``msg: [...]``) is joined with "; "."""
+    """``res.msg`` as one line: a list message (debug with ``msg: [...]``) is joined with "; "; for a loop
+    ("All items completed"), the message of the first item that failed or could not reach its host."""
     if isinstance(res, dict):
         msg = res.get("msg")
+        items = res.get("results")
+        if (msg in GENERIC_LOOP_MSGS or not msg) and isinstance(items, list):
+            for item in items:
+                if (
+                    isinstance(item, dict)
+                    and (item.get("unreachable") or item.get("failed"))
+                    and item.get("msg")
+                ):
+                    return str(item["msg"])
         if isinstance(msg, str):
             return msg
         if isinstance(msg, list):
@@ -131,6 +147,11 @@ def parse_report(instance: str, msg: str) -> Attempt:
         return Attempt(instance, "?", text)
     detail = " ".join(p for p in (detail.strip(), rest.strip()) if p)
     return Attempt(instance, outcome, detail)
+
+
+def _action(data: dict[str, Any]) -> str:
+    """The task's action without its collection prefix (``sglbench_record``)."""
+    return str(data.get("task_action") or "").rsplit(".", 1)[-1]
 
 
 def apply_event(state: Progress, event: dict[str, Any]) -> Progress:
@@ -160,6 +181,11 @@ def apply_event(state: Progress, event: dict[str, Any]) -> Progress:
     elif kind == "runner_on_failed" and not data.get("ignore_errors"):
         if data.get("role") in SETUP_ROLES or task.startswith(("preflight |", "units |")):
             host = replace(host, phase="setup failed", setup_failed=f"{task}: {_msg(res)}".strip(": "))
+        elif (
+            str(data.get("task_action") or "").rsplit(".", 1)[-1] in RESULTS_ACTIONS
+            and not host.results_failed
+        ):
+            host = replace(host, results_failed=_msg(res) or task)
     elif kind == "runner_on_ok":
         facts = res.get("ansible_facts") if isinstance(res, dict) else None
         if isinstance(facts, dict):
@@ -240,6 +266,8 @@ def host_line(host: HostProgress, now: float) -> str:
         line += f" — UNREACHABLE: {host.unreachable[:200]}"
     if host.setup_failed:
         line += f" — SETUP FAILED: {host.setup_failed[:300]}"
+    if host.results_failed:
+        line += f" — RESULTS NOT WRITTEN: {host.results_failed[:300]}"
     return line
 
 
@@ -266,6 +294,11 @@ def failure_kind(state: Progress) -> str | None:
             msgs.append(f"{h} unreachable: {hp.unreachable}")
         if hp.setup_failed:
             msgs.append(f"{h} preflight/setup failed: {hp.setup_failed}")
+        if hp.results_failed:
+            msgs.append(
+                f"{h}: results could not be written on the controller, the campaign stopped there (the "
+                f"server was stopped first): {hp.results_failed}"
+            )
     if state.stats is not None:
         for h in sorted(state.stats.get("dark") or {}):
             if h not in state.hosts or not state.hosts[h].unreachable:

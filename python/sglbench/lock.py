@@ -5,6 +5,12 @@ hostname, start time and command into the file, so a second campaign can say who
 drops the lock when the holder exits (even on SIGKILL), so there are no stale locks to clean up; a
 leftover file with holder details but no flock on it is simply taken over.
 
+Beside it, ``<host>.tree.lock`` is held by the campaign's whole process tree (:mod:`sglbench.tree`:
+ansible-playbook and every worker it detached inherit the descriptor). ``sglbench run`` SIGKILLed frees
+``<host>.lock`` at once, but the tree lock stays held until the last process that could still drive
+the host is gone; a new campaign takes both (``lock_hosts``), so it never overlaps an orphaned one.
+The holder's command is stored with secret-looking values redacted (:mod:`sglbench.secretcheck`).
+
 Locks are per controller: they coordinate every ``sglbench run`` started on this machine (any user,
 when the lock dir is shared: ``/run/lock/sglbench`` by default).
 """
@@ -25,7 +31,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from sglbench.secretcheck import redact_argv
+
 POLL_S = 0.5
+TREE_SUFFIX = ".tree.lock"
 
 
 def default_lock_dir() -> Path:
@@ -46,6 +55,10 @@ def lock_name(host: str) -> str:
     return f"{safe}.lock"
 
 
+def tree_lock_name(host: str) -> str:
+    return lock_name(host)[: -len(".lock")] + TREE_SUFFIX
+
+
 @dataclass(frozen=True)
 class Holder:
     host: str
@@ -61,26 +74,69 @@ class Holder:
 
 
 class LockBusy(Exception):
-    """The host is locked by another campaign."""
+    """The host is locked by another campaign (or by the process tree of one whose sglbench run ended)."""
 
-    def __init__(self, host: str, holder: Holder | None, path: Path, waited_s: float) -> None:
+    def __init__(
+        self, host: str, holder: Holder | None, path: Path, waited_s: float, tree: bool = False
+    ) -> None:
         who = holder.describe() if holder else "an unknown process (no holder details in the lock file)"
         waited = f" after waiting {waited_s:.0f} s" if waited_s > 0 else ""
-        super().__init__(
-            f"GPU host {host} is busy{waited}: held by {who}. Lock file: {path}. Wait for it to finish, "
-            "or pass --wait SECONDS to queue behind it."
-        )
+        if tree:
+            text = (
+                f"GPU host {host} is busy{waited}: the playbook of an earlier campaign is still running "
+                f"although its sglbench run has ended (process tree of {who}); it is ending and stopping "
+                f"the SGLang units. Lock file: {path}. Wait for it, or pass --wait SECONDS to queue "
+                "behind it."
+            )
+        else:
+            text = (
+                f"GPU host {host} is busy{waited}: held by {who}. Lock file: {path}. Wait for it to finish, "
+                "or pass --wait SECONDS to queue behind it."
+            )
+        super().__init__(text)
         self.host = host
         self.holder = holder
         self.path = path
+        self.tree = tree
 
 
 def read_holder(path: Path) -> Holder | None:
     try:
         data: Any = json.loads(path.read_text(encoding="utf-8") or "null")
-        return Holder(**data) if isinstance(data, dict) else None
+        if not isinstance(data, dict):
+            return None
+        return Holder(**{k: data[k] for k in Holder.__dataclass_fields__ if k in data})
     except (OSError, ValueError, TypeError):
         return None
+
+
+def holder_record(host: str, command: str) -> dict[str, Any]:
+    """What a holder writes into a lock file (also the tree keeper's, with its own pid)."""
+    return asdict(
+        Holder(
+            host=host,
+            pid=os.getpid(),
+            user=_user(),
+            controller=socket.gethostname(),
+            started_at=time.time(),
+            command=command,
+        )
+    )
+
+
+def probe_free(path: Path) -> bool:
+    """True when nobody holds ``path`` (taken and released at once; a missing file is free)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
+    return True
 
 
 class HostLock:
@@ -90,7 +146,8 @@ class HostLock:
         self.host = host
         self.lock_dir = Path(lock_dir) if lock_dir else default_lock_dir()
         self.path = self.lock_dir / lock_name(host)
-        self.command = command or " ".join(sys.argv)
+        self.tree_path = self.lock_dir / tree_lock_name(host)
+        self.command = command or " ".join(redact_argv(sys.argv))
         self._fd: int | None = None
 
     def try_acquire(self) -> bool:
@@ -105,16 +162,8 @@ class HostLock:
         except BlockingIOError:
             os.close(fd)
             return False
-        holder = Holder(
-            host=self.host,
-            pid=os.getpid(),
-            user=_user(),
-            controller=socket.gethostname(),
-            started_at=time.time(),
-            command=self.command,
-        )
         os.ftruncate(fd, 0)
-        os.pwrite(fd, (json.dumps(asdict(holder)) + "\n").encode(), 0)
+        os.pwrite(fd, (json.dumps(holder_record(self.host, self.command)) + "\n").encode(), 0)
         os.fsync(fd)
         self._fd = fd
         return True
@@ -169,6 +218,11 @@ def lock_hosts(
 ) -> Iterator[list[HostLock]]:
     """Lock every host (in sorted order, so two campaigns never deadlock); all or none.
 
+    A host counts as taken only when its tree lock is free as well: no process of an earlier campaign
+    (an orphaned playbook, a detached worker) may still be driving it. We do not keep the tree lock;
+    the campaign's tree keeper takes it (:mod:`sglbench.tree`), and nobody else can meanwhile, since
+    that needs the host lock we hold.
+
     ``on_wait(host, holder)`` is called once per host that is busy when we start waiting on it.
     """
     locks: list[HostLock] = []
@@ -181,7 +235,59 @@ def lock_hosts(
                     on_wait(host, read_holder(lk.path))
                 lk.acquire(max(0.0, deadline - time.monotonic()))
             locks.append(lk)
+            _wait_tree_free(lk, deadline, wait_s, on_wait)
         yield locks
     finally:
         for lk in reversed(locks):
             lk.release()
+
+
+def _wait_tree_free(
+    lk: HostLock,
+    deadline: float,
+    wait_s: float,
+    on_wait: Callable[[str, Holder | None], None] | None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> None:
+    """Wait (until ``deadline``) for the host's tree lock to be free; raise LockBusy naming its holder."""
+    told = False
+    start = time.monotonic()
+    while not probe_free(lk.tree_path):
+        holder = read_holder(lk.tree_path)
+        if time.monotonic() >= deadline:
+            waited = time.monotonic() - start
+            raise LockBusy(lk.host, holder, lk.tree_path, waited if wait_s > 0 else 0.0, tree=True)
+        if not told and on_wait is not None:
+            on_wait(lk.host, holder)
+            told = True
+        sleep(min(POLL_S, max(0.0, deadline - time.monotonic())))
+
+
+class RunLock:
+    """The lock of one run directory (``<run>/_runner/run.lock``), held by the ``sglbench run`` that
+    owns the run: a run whose lock is free has no live owner and may be resumed."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd: int | None = None
+
+    def try_acquire(self) -> bool:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._fd = fd
+        return True
+
+    def release(self) -> None:
+        if self._fd is None:
+            return
+        with contextlib.suppress(OSError):
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+        os.close(self._fd)
+        self._fd = None

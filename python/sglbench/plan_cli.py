@@ -16,6 +16,8 @@ import sys
 
 from sglbench.hostlib import capacity, gpus, sglang_catalog
 
+MAX_GIB = 4096.0  # no GPU has more memory; larger (or NaN/infinite) figures are typos
+
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
@@ -104,6 +106,20 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    for flag, value, lo_open in (
+        ("--gpu-mem-gib", args.gpu_mem_gib, True),
+        ("--free-gib", args.free_gib, True),
+        ("--weights-gib", args.weights_gib, False),
+        ("--draft-weights-gib", args.draft_weights_gib, False),
+    ):
+        low_ok = value is not None and (value > 0 if lo_open else value >= 0)
+        if value is not None and not (low_ok and value <= MAX_GIB):
+            low = "> 0" if lo_open else ">= 0"
+            print(
+                f"sglbench plan: error: {flag} must be a number of GiB {low} and <= {MAX_GIB}, got {value}",
+                file=sys.stderr,
+            )
+            return 2
     overlap = {"auto": None, "on": True, "off": False}[args.overlap]
     try:
         p = capacity.plan_command(
@@ -121,7 +137,15 @@ def run(args: argparse.Namespace) -> int:
         print(f"sglbench plan: error: {exc.field}: {exc.message}", file=sys.stderr)
         return 2
     if args.json:
-        print(json.dumps(p.to_dict(), indent=2, sort_keys=False))
+        try:  # strict JSON: a NaN or infinite figure is a bug, never printed as invalid JSON
+            text = json.dumps(p.to_dict(), indent=2, sort_keys=False, allow_nan=False)
+        except ValueError:
+            print(
+                "sglbench plan: error: the plan holds a non-finite figure; check the GiB flags",
+                file=sys.stderr,
+            )
+            return 2
+        print(text)
     else:
         print(p.explain())
     return 0 if p.fits else 1

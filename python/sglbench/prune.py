@@ -88,14 +88,31 @@ def run_prune(args: argparse.Namespace) -> int:
     if args.keep < 1:
         print("sglbench prune: error: --keep must be >= 1 (the newest run is always kept)", file=sys.stderr)
         return 2
-    if args.keep_days < 0:
-        print("sglbench prune: error: --keep-days must be >= 0", file=sys.stderr)
+    if not args.keep_days >= 0:  # NaN included
+        print(
+            f"sglbench prune: error: --keep-days must be a number of days >= 0, got {args.keep_days}",
+            file=sys.stderr,
+        )
         return 2
     results = args.results or Path(os.environ.get("SGLBENCH_RESULTS_DIR") or "results")
-    if not results.is_dir():
+    if not results.exists():
         print(f"sglbench prune: nothing to do: {results} does not exist")
         return 0
-    runs = list_runs(results)
+    if not results.is_dir():
+        print(
+            f"sglbench prune: error: --results {results} is not a directory; give the results root that "
+            "holds the run directories",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        runs = list_runs(results)
+    except OSError as exc:
+        print(
+            f"sglbench prune: error: cannot read {exc.filename or results} ({exc.strerror or exc})",
+            file=sys.stderr,
+        )
+        return 2
     doomed = select_prunable(runs, args.keep, args.keep_days, time.time())
     for r in doomed:
         if args.dry_run:
@@ -103,8 +120,12 @@ def run_prune(args: argparse.Namespace) -> int:
             continue
         # Move aside first so a half-deleted run is never mistaken for a run.
         trash = r.path.with_name(f".pruning-{r.path.name}")
-        os.replace(r.path, trash)
-        shutil.rmtree(trash)
+        try:
+            os.replace(r.path, trash)
+            shutil.rmtree(trash)
+        except OSError as exc:
+            print(f"sglbench prune: error: cannot remove {r.path} ({exc.strerror or exc})", file=sys.stderr)
+            return 2
         print(f"removed {r.path}")
     kept = len(runs) - len(doomed)
     print(

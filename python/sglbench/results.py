@@ -8,9 +8,10 @@
 a results root holding several runs, or a list of either; several hosts and runs merge into one set of
 frames. Frames (one row per ...):
 
-- ``runs``: run (run_id, run_dir, hosts, attempts, simulated, started_at, ended_at).
+- ``runs``: run (run_id, run_dir, hosts, attempts, simulated, cpu_engine, started_at, ended_at).
 - ``attempts``: config attempt (host, instance, config, algorithm, tp, outcome ok/skipped/failed, cause,
-  KV tokens and max running requests predicted vs observed, time to ready, simulated flag, ...).
+  KV tokens and max running requests predicted vs observed, time to ready, simulated flag, cpu_engine flag:
+  the real SGLang on its CPU engine, ``--device cpu``, ...).
 - ``points``: benchmark point and repeat (attempt keys + prompt_set, concurrency, repeat, throughput and
   latency percentiles, acceptance length, valid).
 - ``requests``: measured request, when the attempt kept ``requests.jsonl``/``requests.parquet``
@@ -30,7 +31,18 @@ import pandas as pd
 from sglbench.hostlib.plan_policy import flag as plan_flag
 from sglbench.records import AttemptRecord, RecordError, find_record_files, load_record
 
-ATTEMPT_KEYS = ["run_id", "host", "instance", "config", "algorithm", "tp", "model_path", "simulated"]
+# cpu_engine: measured against the real SGLang on its CPU engine (--device cpu): neither simulated nor GPU.
+ATTEMPT_KEYS = [
+    "run_id",
+    "host",
+    "instance",
+    "config",
+    "algorithm",
+    "tp",
+    "model_path",
+    "simulated",
+    "cpu_engine",
+]
 POINT_KEYS = [*ATTEMPT_KEYS, "prompt_set", "point", "concurrency", "request_rate", "repeat"]
 LATENCY_METRICS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
 STATS = ("p50", "p90", "p99", "mean")
@@ -66,6 +78,11 @@ class Results:
     def simulated(self) -> bool:
         return bool(len(self.attempts)) and bool(self.attempts["simulated"].any())
 
+    @property
+    def cpu_engine(self) -> bool:
+        """Some attempt ran against the real SGLang's CPU engine (``AttemptRecord.cpu_engine``)."""
+        return bool(len(self.attempts)) and bool(self.attempts["cpu_engine"].any())
+
 
 # -- discovery ------------------------------------------------------------------------------------
 def find_run_dirs(path: Path | str) -> list[Path]:
@@ -98,6 +115,7 @@ def _attempt_keys(rec: AttemptRecord) -> dict[str, Any]:
         "tp": rec.tp,
         "model_path": rec.config.model_path,
         "simulated": rec.simulated,
+        "cpu_engine": rec.cpu_engine,
     }
 
 
@@ -194,20 +212,84 @@ def point_rows(rec: AttemptRecord) -> list[dict[str, Any]]:
     return rows
 
 
+# Per-request fields read from the rows, and the JSON types each may have (None is always allowed).
+_NUM = (int, float)
+_ROW_TYPES: dict[str, tuple[type, ...]] = {
+    "point": (str,),
+    "concurrency": _NUM,
+    "repeat": _NUM,
+    "prompt_set": (str,),
+    "warmup": (bool, int),
+    "sent_s": _NUM,
+    "end_s": _NUM,
+    "chunk_t": (list,),
+    "chunk_tokens": (list,),
+    "completion_tokens": _NUM,
+    "prompt_tokens": _NUM,
+    "spec_verify_ct": _NUM,
+    "spec_accept_length": _NUM,
+}
+
+
+def _check_row(path: Path, where: str, row: Any) -> dict[str, Any]:
+    """One request row as a dict whose fields have the types the frames need; RecordError otherwise."""
+    if not isinstance(row, dict):
+        raise RecordError(path, where, f"expected a JSON object per request, got {type(row).__name__}")
+    for key, types in _ROW_TYPES.items():
+        v = row.get(key)
+        if v is None:
+            continue
+        bad = not isinstance(v, types) or (isinstance(v, bool) and bool not in types)
+        if not bad and isinstance(v, int) and not isinstance(v, bool) and abs(v) > 2**62:
+            bad = True
+        if not bad and isinstance(v, list):
+            bad = any(not isinstance(x, _NUM) or isinstance(x, bool) for x in v)
+        if bad:
+            want = "a list of numbers" if list in types else " or ".join(t.__name__ for t in types)
+            raise RecordError(path, f"{where}.{key}", f"expected {want}, got {type(v).__name__}")
+    return row
+
+
 def _read_request_rows(path: Path) -> list[dict[str, Any]]:
     if path.suffix == ".parquet":
-        return pd.read_parquet(path).to_dict("records")  # type: ignore[no-any-return]
+        try:
+            raw = pd.read_parquet(path).to_dict("records")
+        except Exception as exc:  # pyarrow raises many kinds for a damaged file
+            raise RecordError(path, "<file>", f"cannot be read as Parquet ({type(exc).__name__})") from None
+        return [_check_row(path, f"row {n}", _plain(r)) for n, r in enumerate(raw, 1)]
     rows = []
-    with path.open(encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise RecordError(path, f"line {n}", f"is not valid JSON ({exc.msg})") from None
+    try:
+        with path.open(encoding="utf-8") as f:
+            for n, line in enumerate(f, 1):
+                line = line.strip()
+                if not line:
+                    continue
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise RecordError(path, f"line {n}", f"is not valid JSON ({exc.msg})") from None
+                except (RecursionError, ValueError):
+                    raise RecordError(path, f"line {n}", "is not a usable JSON request row") from None
+                rows.append(_check_row(path, f"line {n}", row))
+    except UnicodeDecodeError as exc:
+        raise RecordError(
+            path, "<file>", f"is not UTF-8 text (binary or damaged at byte {exc.start})"
+        ) from None
+    except OSError as exc:
+        raise RecordError(path, "<file>", f"cannot be read ({exc.strerror or exc})") from None
     return rows
+
+
+def _plain(row: dict[str, Any]) -> dict[str, Any]:
+    """A Parquet row with numpy arrays and scalars turned into lists and Python numbers (NaN -> None)."""
+    out: dict[str, Any] = {}
+    for k, v in row.items():
+        if hasattr(v, "tolist"):
+            v = v.tolist()
+        if isinstance(v, float) and v != v:
+            v = None
+        out[k] = v
+    return out
 
 
 def _first_token_time(chunk_t: Any, chunk_tokens: Any) -> float | None:
@@ -315,8 +397,25 @@ REQUEST_COLUMNS = [
 ]
 
 
+def check_unique(records: list[AttemptRecord]) -> None:
+    """ResultsError when two records are the same attempt (run id, host, instance), e.g. a copied run
+    directory next to the original: merging them would count every point twice."""
+    seen: dict[tuple[str, str, str], AttemptRecord] = {}
+    for rec in records:
+        key = (rec.run_id, rec.host, rec.instance)
+        first = seen.setdefault(key, rec)
+        if first is not rec:
+            a, b = first.path.parent.parent.parent, rec.path.parent.parent.parent
+            where = f"{a} and {b}" if a != b else f"{first.path} and {rec.path}"
+            raise ResultsError(
+                f"run {rec.run_id}: attempt {rec.host}/{rec.instance} is in both {where} (a copy of one "
+                "run?); give only one of them"
+            )
+
+
 def from_records(records: list[AttemptRecord], run_dirs: list[Path] | None = None) -> Results:
     """Build the frames from already-parsed records (used by tests and by :func:`load`)."""
+    check_unique(records)
     attempts = _frame([attempt_row(r) for r in records], ATTEMPT_COLUMNS)
     points = _frame([row for r in records for row in point_rows(r)], POINT_COLUMNS)
     requests = _frame([row for r in records for row in request_rows(r)], REQUEST_COLUMNS)
@@ -336,6 +435,7 @@ def from_records(records: list[AttemptRecord], run_dirs: list[Path] | None = Non
                 "skipped": sum(r.outcome == "skipped" for r in rs),
                 "failed": sum(r.outcome == "failed" for r in rs),
                 "simulated": any(r.simulated for r in rs),
+                "cpu_engine": any(r.cpu_engine for r in rs),
                 "started_at": min(starts) if starts else None,
                 "ended_at": max(ends) if ends else None,
             }
@@ -351,6 +451,7 @@ def from_records(records: list[AttemptRecord], run_dirs: list[Path] | None = Non
             "skipped",
             "failed",
             "simulated",
+            "cpu_engine",
             "started_at",
             "ended_at",
         ],
@@ -368,9 +469,14 @@ def load(paths: Path | str | Iterable[Path | str]) -> Results:
     if not items:
         raise ResultsError("no run directory given")
     run_dirs: list[Path] = []
-    for item in items:
-        for d in find_run_dirs(item):
-            if d.resolve() not in [r.resolve() for r in run_dirs]:
-                run_dirs.append(d)
-    records = [load_record(f) for d in run_dirs for f in find_record_files(d)]
+    try:
+        for item in items:
+            for d in find_run_dirs(item):
+                if d.resolve() not in [r.resolve() for r in run_dirs]:
+                    run_dirs.append(d)
+        files = [f for d in run_dirs for f in find_record_files(d)]
+    except OSError as exc:  # an unreadable directory somewhere below
+        where = exc.filename or (items[0] if len(items) == 1 else "the given directories")
+        raise ResultsError(f"{where}: cannot be read ({exc.strerror or exc})") from None
+    records = [load_record(f) for f in files]
     return from_records(records, run_dirs)

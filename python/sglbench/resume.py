@@ -13,9 +13,11 @@ Controller layout of one config attempt (``<results>/<run_id>/<host>/<config>-tp
     .incoming/                  fetches in flight (a killed run leaves partial files here)
     previous/<UTC>-<reason>/    everything moved aside: failed, stale (hash differs), partial, fresh, ...
 
-A point counts as done when ``points/<key>.json`` exists, says ``outcome: ok`` and carries the hash the
-current attempt expects for that key. The hash covers the attempt identity (argv, environment, SGLang
-version and accounting, model and draft identity, prompt content, load parameters) plus the point itself.
+A point counts as done when ``points/<key>.json`` exists, says ``outcome: ok``, carries the hash the
+current attempt expects for that key and none of its requests failed (a point measured while the server
+died or answered errors is measured again, never reused). The hash covers the attempt identity (argv,
+environment, SGLang version and accounting, model and draft identity, prompt content, load parameters)
+plus the point itself.
 """
 
 from __future__ import annotations
@@ -40,6 +42,9 @@ REQUESTS_FILE = "requests.jsonl"
 # Files of one attempt that a new attempt replaces (moved aside first, never overwritten in place).
 ATTEMPT_FILES = ("record.json", "journal.log", "unit.service", REQUESTS_FILE)
 DEFAULT_LADDER_CAP = 64
+# Keys of the load parameters left out of the identity hash: they change how a point is judged, not what is
+# measured, and only points without a failed request are ever reused, whose judgement they cannot change.
+UNHASHED_LOAD_KEYS = ("max_error_rate",)
 
 
 class ResumeError(ValueError):
@@ -64,7 +69,8 @@ def attempt_identity(parts: Mapping[str, Any]) -> dict[str, Any]:
 
     ``parts`` holds the defining inputs as the cycle has them; two are normalised so the stored document
     is small and carries no secret: ``environment`` values become their sha256, ``prompts`` (the list of
-    prompt records sent) becomes ``{"sha256", "count"}``. Every other key is hashed as given.
+    prompt records sent) becomes ``{"sha256", "count"}``; ``load`` drops :data:`UNHASHED_LOAD_KEYS`. Every
+    other key is hashed as given.
     """
     if not isinstance(parts, Mapping):
         raise ResumeError(f"identity parts must be a mapping, got {type(parts).__name__}")
@@ -78,6 +84,8 @@ def attempt_identity(parts: Mapping[str, Any]) -> dict[str, Any]:
         elif key == "prompts":
             items = list(value or [])
             doc[key] = {"sha256": sha256_of(items), "count": len(items)}
+        elif key == "load" and isinstance(value, Mapping):
+            doc[key] = {k: v for k, v in value.items() if k not in UNHASHED_LOAD_KEYS}
         else:
             doc[key] = value
     return {"hash": sha256_of(doc), "doc": doc}
@@ -199,9 +207,22 @@ def _requests_path(key: str) -> str:
     return os.path.join(POINTS_DIR, f"{key}.requests.jsonl")
 
 
+def point_failed_requests(doc: Any) -> int | None:
+    """How many measured requests of a committed point failed (``summary.n_err``); None when unknown."""
+    summary = doc.get("summary") if isinstance(doc, dict) else None
+    n_err = summary.get("n_err") if isinstance(summary, dict) else None
+    return n_err if isinstance(n_err, int) and not isinstance(n_err, bool) and n_err >= 0 else None
+
+
 def point_is_done(attempt_dir: str, expected: Mapping[str, Any]) -> bool:
+    """The point file exists, is ``ok``, has the expected hash and not one failed request."""
     doc = _read_json(os.path.join(attempt_dir, _point_path(str(expected["key"]))))
-    return isinstance(doc, dict) and doc.get("outcome") == "ok" and doc.get("hash") == expected.get("hash")
+    return (
+        isinstance(doc, dict)
+        and doc.get("outcome") == "ok"
+        and doc.get("hash") == expected.get("hash")
+        and point_failed_requests(doc) == 0
+    )
 
 
 def prepare_attempt(
@@ -262,6 +283,7 @@ def plan_points(
     """Which expected points are done (kept) and which to run; move everything else aside.
 
     Moved aside (never deleted), by reason: ``fresh`` (asked for), ``failed`` (point outcome not ok),
+    ``errors`` (ok, but some of its requests failed, or its summary does not say how many),
     ``stale`` (hash differs: another config, SGLang, model, prompt set or load), ``unexpected`` (a key the
     attempt no longer has), ``corrupt`` (unreadable), ``partial`` (request rows without their point file,
     fetches left in ``.incoming``). ``stamp``: the one :func:`prepare_attempt` chose for this re-run.
@@ -286,6 +308,8 @@ def plan_points(
             reason = "stale"
         elif doc.get("outcome") != "ok":
             reason = str(doc.get("outcome") or "failed")
+        elif point_failed_requests(doc) != 0:  # measured while the server failed requests: measure again
+            reason = "errors"
         else:
             kept.add(key)
             continue

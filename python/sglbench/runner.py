@@ -4,17 +4,27 @@ What it does, in order:
 
 1. Resolve the project (the checkout holding ``playbooks/bench.yml``), the inventory and its GPU hosts
    (``ansible-inventory --list``, group ``sglang_gpu``); a bad inventory exits 2.
-2. Pick the run: a new ``<results>/<UTC timestamp>`` id, or (without ``--fresh``) the newest run that
-   did not finish, so an interrupted campaign resumes in place (the playbook skips completed points).
-3. Lock every GPU host of the inventory (:mod:`sglbench.lock`); a busy host exits 2 naming the holder
-   unless ``--wait`` lets us queue.
-4. ``ansible_runner.run(private_data_dir=<run>/_runner, ident=<invocation>, event_handler=...)``:
-   artifacts (job events, stdout, rc) stay per run under ``<run>/_runner/artifacts/<ident>/``; every
-   event updates per-host progress (:mod:`sglbench.events`) and a line is printed when a host changes
-   phase or config.
+2. Lock every GPU host of the inventory (:mod:`sglbench.lock`), and wait until no process of an
+   earlier campaign still drives one (its tree lock); a busy host exits 2 naming the holder unless
+   ``--wait`` lets us queue.
+3. Under those locks, pick the run: a new ``<results>/<UTC timestamp>`` id, or (without ``--fresh``)
+   the newest run of the same GPU hosts that did not finish *and whose owner is provably gone* (its
+   ``_runner/run.lock`` is free), so an interrupted campaign resumes in place and a live one is never
+   joined. We hold that run lock until we end.
+4. ``ansible_runner.run(private_data_dir=<run>/_runner, ident=<invocation>, event_handler=...)`` with
+   ``ansible-playbook`` started under the tree keeper (:mod:`sglbench.tree`): the whole process tree
+   holds the tree locks and dies with us; Ctrl-C (or SIGTERM) ends the playbook, stops every SGLang
+   unit on the hosts (``playbooks/stop.yml``) and leaves the run resumable (status ``interrupted``,
+   exit 130). Artifacts (job events, stdout, rc) stay per run under ``<run>/_runner/artifacts/<ident>/``;
+   every event updates per-host progress (:mod:`sglbench.events`) and a line is printed when a host
+   changes phase or config.
 5. Print the summary (:mod:`sglbench.summarize`) and exit 0 when every attempt is ok and every point
    valid, 1 when some configs failed or were skipped, 2 when the run could not proceed (unreachable
-   host, failed preflight, bad inventory, busy host, no record written).
+   host, failed preflight, bad inventory, busy host, no record written, results not writable).
+
+Secrets never travel on a command line: ``-e`` with a secret-looking name or value is refused (the
+key comes from the inventory or from ``SGLBENCH_API_KEY`` in the environment), and the command stored
+in lock files and ``run.json`` is redacted.
 
 Extra variables passed to the playbook are listed in ``EXTRAVARS_DOC`` and docs/operations.md.
 """
@@ -22,24 +32,38 @@ Extra variables passed to the playbook are listed in ``EXTRAVARS_DOC`` and docs/
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
 import json
 import os
+import re
+import shlex
 import shutil
+import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from sglbench import events
-from sglbench.lock import LockBusy, default_lock_dir, lock_hosts
+from sglbench import events, tree
+from sglbench.lock import LockBusy, RunLock, default_lock_dir, holder_record, lock_hosts
+from sglbench.secretcheck import redact, redact_argv, secret_paths
 
 GPU_GROUP = "sglang_gpu"
 PLAYBOOK = "playbooks/bench.yml"
+CLEANUP_PLAYBOOK = "playbooks/stop.yml"
 RUNNER_DIR = "_runner"
+EXIT_INTERRUPTED = 130
+# Less free space than this on the results disk stops the campaign (see _Interrupts.watch_disk).
+MIN_FREE_BYTES = 4 << 20
+# run.json statuses a later `sglbench run` resumes (when the run's owner is gone)
+RESUMABLE = ("running", "interrupted", "incomplete")
 POLICIES = ("skip", "autotune", "force")
 EXTRAVARS_DOC = {
     "tp": "TP phase: 1, 4, 8 or all (sglang_preflight)",
@@ -55,6 +79,14 @@ EXTRAVARS_DOC = {
 
 class RunError(Exception):
     """The run cannot start (bad inventory, no project); exit 2 with this message."""
+
+    exit_code = 2
+
+
+class Interrupted(RunError):
+    """Interrupted twice: we stop waiting for the cleanup (which goes on); exit 130."""
+
+    exit_code = 130
 
 
 @dataclass
@@ -120,33 +152,84 @@ def read_run_meta(run_dir: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def resumable_run(results_root: Path) -> str | None:
-    """The newest run started by ``sglbench run`` that did not finish (None if the newest finished)."""
+def _same_hosts(meta: dict[str, Any], hosts: dict[str, str] | None) -> bool:
+    if hosts is None:
+        return True
+    theirs = meta.get("hosts")
+    return isinstance(theirs, dict) and sorted(map(str, theirs.values())) == sorted(hosts.values())
+
+
+def resumable_run(results_root: Path, hosts: dict[str, str] | None = None) -> str | None:
+    """The newest run of these GPU hosts started by ``sglbench run`` that did not finish (None if the
+    newest one finished). Whether its owner is gone is decided by :func:`choose_run` under the locks."""
     if not results_root.is_dir():
         return None
     runs = sorted(p for p in results_root.iterdir() if p.is_dir() and (p / RUNNER_DIR / "run.json").is_file())
-    if not runs:
-        return None
-    meta = read_run_meta(runs[-1])
-    if meta is None or meta.get("status") == "finished":
-        return None
-    return runs[-1].name
+    for run in reversed(runs):
+        meta = read_run_meta(run)
+        if meta is None or not _same_hosts(meta, hosts):
+            continue
+        return run.name if meta.get("status") in RESUMABLE else None
+    return None
+
+
+def _owner_alive(meta: dict[str, Any]) -> bool:
+    """A run's recorded owner still runs on this controller (a run lock is the proof; this covers a
+    run written before run locks existed)."""
+    pid = meta.get("pid")
+    if meta.get("controller") != socket.gethostname() or not isinstance(pid, int) or pid == os.getpid():
+        return False
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    return b"sglbench" in cmdline and b"run" in cmdline
+
+
+def choose_run(
+    opts: RunOptions, hosts: dict[str, str] | None = None, now: float | None = None
+) -> tuple[str, bool, RunLock]:
+    """(run id, resumed?, the run's lock, held) -- call with the host locks held.
+
+    A run is resumed only when its owner is provably gone: its ``run.lock`` is free (we take it and
+    keep it) and no live ``sglbench run`` of this controller is recorded in its ``run.json``."""
+    root = opts.results_root
+    if opts.run_id:
+        run_dir = root / opts.run_id
+        existed = run_dir.is_dir()
+        lk = RunLock(run_dir / RUNNER_DIR / "run.lock")
+        meta = read_run_meta(run_dir) or {}
+        if not lk.try_acquire() or _owner_alive(meta):
+            lk.release()
+            raise RunError(
+                f"--run-id {opts.run_id}: that run is in use by another sglbench run "
+                f"(pid {meta.get('pid', '?')} on {meta.get('controller', '?')}); wait for it to end or "
+                "choose another run id"
+            )
+        return opts.run_id, existed, lk
+    if not opts.fresh:
+        prev = resumable_run(root, hosts)
+        if prev:
+            lk = RunLock(root / prev / RUNNER_DIR / "run.lock")
+            if lk.try_acquire() and not _owner_alive(read_run_meta(root / prev) or {}):
+                return prev, True, lk
+            lk.release()  # its owner is alive (it drives other hosts, or another controller): never join
+    base = new_run_id(now)
+    run_id, n = base, 1
+    while (root / run_id).exists():  # two runs in one second never share a directory
+        n += 1
+        run_id = f"{base}-{n}"
+    lk = RunLock(root / run_id / RUNNER_DIR / "run.lock")
+    if not lk.try_acquire():  # created by a racing campaign in the meantime
+        return choose_run(opts, hosts, (now or time.time()) + 1)
+    return run_id, False, lk
 
 
 def choose_run_id(opts: RunOptions, now: float | None = None) -> tuple[str, bool]:
-    """(run id, resumed?)"""
-    if opts.run_id:
-        return opts.run_id, (opts.results_root / opts.run_id).is_dir()
-    if not opts.fresh:
-        prev = resumable_run(opts.results_root)
-        if prev:
-            return prev, True
-    base = new_run_id(now)
-    run_id, n = base, 1
-    while (opts.results_root / run_id).exists():  # two runs in one second never share a directory
-        n += 1
-        run_id = f"{base}-{n}"
-    return run_id, False
+    """(run id, resumed?) without keeping the run lock (kept for callers that only need the name)."""
+    run_id, resumed, lk = choose_run(opts, None, now)
+    lk.release()
+    return run_id, resumed
 
 
 def gpu_hosts(inventory_json: dict[str, Any], group: str = GPU_GROUP) -> dict[str, str]:
@@ -227,22 +310,65 @@ def load_inventory(opts: RunOptions) -> dict[str, Any]:
         if not opts.inventory.exists():
             raise RunError(f"--inventory {opts.inventory}: no such file or directory")
         cmd += ["-i", str(opts.inventory)]
+    # An inventory source no plugin can parse is an error, not an empty inventory ("no hosts in group").
+    strict = {"ANSIBLE_INVENTORY_UNPARSED_FAILED": "1", "ANSIBLE_INVENTORY_ANY_UNPARSED_IS_FAILED": "1"}
     proc = subprocess.run(
         cmd,
         capture_output=True,
         text=True,
         cwd=opts.project_dir,
-        env={**os.environ, **_env(opts.project_dir)},
+        env={**os.environ, **_env(opts.project_dir), **strict},
         timeout=120,
         check=False,
     )
     if proc.returncode != 0:
-        raise RunError(f"bad inventory ({' '.join(cmd[1:])}): {proc.stderr.strip()[-800:]}")
+        where = (
+            f"--inventory {opts.inventory}" if opts.inventory is not None else "the inventory of ansible.cfg"
+        )
+        why = inventory_error(proc.stderr)
+        if " (at " not in why and opts.inventory is not None and (found := _yaml_error_in(opts.inventory)):
+            why = found
+        raise RunError(f"{where} cannot be read: {why}")
     try:
         data: dict[str, Any] = json.loads(proc.stdout)
     except ValueError:
         raise RunError(f"ansible-inventory printed no JSON: {proc.stdout[:200]!r}") from None
     return data
+
+
+def inventory_error(stderr: str) -> str:
+    """One line from ansible-inventory's complaint: the parser's message and where (file:line:column)."""
+    text = events.ANSI.sub("", stderr)
+    cause = origin = None
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    for i, ln in enumerate(lines):
+        if ln == "<<< caused by >>>" and i + 1 < len(lines) and cause is None:
+            cause = lines[i + 1]
+        if ln.startswith("Origin: ") and origin is None and re.search(r":\d+(:\d+)?$", ln):
+            origin = ln[len("Origin: ") :]
+    if cause is None:
+        errs = [ln for ln in lines if ln.startswith("[ERROR]")] or lines[-1:] or ["ansible-inventory failed"]
+        cause = errs[0].removeprefix("[ERROR]:").strip()
+    return f"{cause} (at {origin})" if origin else cause
+
+
+def _yaml_error_in(path: Path) -> str | None:
+    """The first YAML file under an inventory path that does not parse, with the line (Ansible does not
+    say which group_vars file it was)."""
+    import yaml
+
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.suffix in (".yml", ".yaml"))
+    for f in files:
+        try:
+            yaml.safe_load(f.read_text(encoding="utf-8", errors="replace"))
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            at = f"{f}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(f)
+            problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+            return f"YAML parsing failed: {problem} (at {at})"
+        except OSError:
+            continue
+    return None
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
@@ -280,11 +406,152 @@ class ProgressPrinter:
             return True
         now = self.state.last_seen or time.time()
         for name, h in self.state.hosts.items():
-            key = (h.phase, h.instance, len(h.done), h.unreachable, h.setup_failed)
+            key = (h.phase, h.instance, len(h.done), h.unreachable, h.setup_failed, h.results_failed)
             if self._last.get(name) != key:
                 self._last[name] = key
                 self.out(events.host_line(h, now))
         return True  # keep the event in the run's artifacts
+
+
+class _Interrupts:
+    """SIGINT/SIGTERM during the playbook: the first asks the tree keeper to end the playbook and stop
+    every unit (the keeper's pid is in its state file); a second one gives up waiting for it."""
+
+    def __init__(self, state_file: Path, out: Callable[[str], None]) -> None:
+        self.state_file = state_file
+        self.out = out
+        self.signal: int | None = None
+        self.sent = False
+        self.disk_full: str | None = None  # why the results disk stopped the run
+
+    def keeper_pid(self) -> int | None:
+        try:
+            pid = json.loads(self.state_file.read_text()).get("pid")
+        except (OSError, ValueError, AttributeError):
+            return None
+        return pid if isinstance(pid, int) and pid > 1 else None
+
+    def forward(self) -> None:
+        """Send the stop to the keeper once it is known (called again from the event handler)."""
+        if self.signal is None or self.sent:
+            return
+        pid = self.keeper_pid()
+        if pid is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGTERM)
+            self.sent = True
+
+    def handler(self, signum: int, _frame: Any) -> None:
+        if self.signal is not None:
+            raise KeyboardInterrupt
+        self.signal = signum
+        self.out(
+            f"sglbench run: {signal.Signals(signum).name}: ending the playbook, then stopping every SGLang "
+            "unit on the GPU hosts so the GPUs are free (interrupt again to stop waiting; the stop goes on)"
+        )
+        self.forward()
+
+    def watch_disk(self, root: Path, min_free: int = MIN_FREE_BYTES) -> bool:
+        """ansible-runner's periodic callback (every few seconds, output or not): a results disk that is
+        full stops the campaign cleanly (the units are stopped) before Ansible and ansible-runner hang or
+        fail half-way writing their files on it. Never cancels through ansible-runner (returns False)."""
+        if self.disk_full is None and self.signal is None:
+            try:
+                free = shutil.disk_usage(root).free
+            except OSError:
+                free = min_free
+            if free < min_free:
+                self.disk_full = f"the results disk is full ({free // 1024} KiB free under {root})"
+                self.signal = signal.SIGTERM
+                self.out(
+                    f"sglbench run: {self.disk_full}: ending the playbook, then stopping every SGLang unit"
+                )
+        self.forward()
+        return False
+
+    def stop_keeper_and_wait(self, timeout_s: float = 900.0) -> str:
+        """The run failed under us: have the keeper end the playbook and stop the units; wait for it."""
+        pid = self.keeper_pid()
+        if pid is None:
+            return "no playbook was running"
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            try:
+                os.kill(pid, 0)
+                stat = Path(f"/proc/{pid}/stat").read_text()
+            except (ProcessLookupError, OSError):
+                break
+            if stat[stat.rfind(")") + 2 :].startswith("Z"):  # exited, not yet reaped
+                break
+            time.sleep(0.5)
+        else:
+            return f"the SGLang units are still being stopped by pid {pid}"
+        try:
+            rc = json.loads(self.state_file.read_text()).get("cleanup_rc")
+        except (OSError, ValueError, AttributeError):
+            rc = None
+        if rc == 0:
+            return "every SGLang unit on the GPU hosts was stopped, the GPUs checked free"
+        if rc is None:
+            return "the units were stopped by its keeper (its report could not be written)"
+        return f"stopping the SGLang units FAILED (rc {rc}): run ansible-playbook {CLEANUP_PLAYBOOK}"
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[_Interrupts]:
+        if threading.current_thread() is not threading.main_thread():
+            yield self
+            return
+        old = {sig: signal.signal(sig, self.handler) for sig in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield self
+        finally:
+            for sig, h in old.items():
+                signal.signal(sig, h)
+
+
+def _keeper(
+    opts: RunOptions, pdd: Path, ident: str, run_id: str, locks: list[Any]
+) -> tuple[Path, dict[str, str]]:
+    """Write the keeper script ansible-runner starts instead of ansible-playbook; its environment."""
+    exe = shutil.which("ansible-playbook", path=_env(opts.project_dir)["PATH"])
+    if exe is None:
+        raise RunError("ansible-playbook not found; install ansible-core in this environment (make venv)")
+    script = pdd / "sglbench-playbook"
+    text = tree.script_text(sys.executable, str(Path(tree.__file__).resolve().parents[1]))
+    script.write_text(text)
+    script.chmod(0o700)
+    cfg = tree.TreeConfig(
+        ansible_playbook=exe,
+        playbook=str(opts.project_dir / PLAYBOOK),
+        cleanup_playbook=str(opts.project_dir / CLEANUP_PLAYBOOK),
+        state_file=str(pdd / f"tree-{ident}.json"),
+        command_artifact=str(pdd / "artifacts" / ident / "command"),
+        log_file=str(pdd / f"tree-{ident}.log"),
+        parent_pid=os.getpid(),
+        locks=[
+            {"path": str(lk.tree_path), "holder": {**holder_record(lk.host, lk.command), "run_id": run_id}}
+            for lk in locks
+        ],
+    )
+    return script, {tree.ENV: cfg.to_env()}
+
+
+def _write_or_fail(path: Path, data: dict[str, Any]) -> None:
+    try:
+        _write_json(path, data)
+    except OSError as exc:
+        hint = (
+            " (free space on the results disk, then run again: the run resumes)"
+            if exc.errno
+            in (
+                errno.ENOSPC,
+                errno.EDQUOT,
+            )
+            else ""
+        )
+        raise RunError(f"cannot write {path}: {exc.strerror or exc}{hint}") from None
 
 
 def run_campaign(
@@ -298,10 +565,32 @@ def run_campaign(
     hosts = gpu_hosts((inventory_fn or load_inventory)(opts))
     if not hosts:
         raise RunError(f"the inventory has no hosts in group {GPU_GROUP}; add your GPU hosts there")
-    run_id, resumed = choose_run_id(opts)
+
+    def on_wait(host: str, holder: Any) -> None:
+        out(
+            f"sglbench run: waiting up to {opts.wait_s:.0f} s for GPU host {host}: held by "
+            f"{holder.describe() if holder else 'another process'}"
+        )
+
+    with lock_hosts(list(hosts.values()), opts.lock_dir, wait_s=opts.wait_s, on_wait=on_wait) as locks:
+        run_id, resumed, run_lock = choose_run(opts, hosts)
+        try:
+            return _run_locked(opts, hosts, locks, run_id, resumed, runner_fn, out)
+        finally:
+            run_lock.release()
+
+
+def _run_locked(
+    opts: RunOptions,
+    hosts: dict[str, str],
+    locks: list[Any],
+    run_id: str,
+    resumed: bool,
+    runner_fn: RunnerFn | None,
+    out: Callable[[str], None],
+) -> RunOutcome:
     run_dir = opts.results_root / run_id
     pdd = run_dir / RUNNER_DIR
-    pdd.mkdir(parents=True, exist_ok=True)
     ident = "invocation-" + new_run_id()
     extravars = build_extravars(opts, run_id)
     meta: dict[str, Any] = {
@@ -311,9 +600,10 @@ def run_campaign(
         "ident": ident,
         "started_at": time.time(),
         "pid": os.getpid(),
-        "command": " ".join(sys.argv),
-        "options": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(opts).items()},
-        "extravars": extravars,
+        "controller": socket.gethostname(),
+        "command": " ".join(redact_argv(sys.argv)),
+        "options": redact({k: str(v) if isinstance(v, Path) else v for k, v in asdict(opts).items()}),
+        "extravars": redact(extravars),
         "hosts": hosts,
     }
     out(
@@ -322,42 +612,113 @@ def run_campaign(
         f"policy={opts.policy or 'playbook default'})"
     )
     out(f"sglbench run: results in {run_dir}, ansible-runner artifacts in {pdd / 'artifacts' / ident}")
-
-    def on_wait(host: str, holder: Any) -> None:
-        out(
-            f"sglbench run: waiting up to {opts.wait_s:.0f} s for GPU host {host}: held by "
-            f"{holder.describe() if holder else 'another process'}"
-        )
-
+    _write_or_fail(pdd / "run.json", meta)
     printer = ProgressPrinter(tuple(opts.configs), out)
-    with lock_hosts(list(hosts.values()), opts.lock_dir, wait_s=opts.wait_s, on_wait=on_wait):
-        _write_json(pdd / "run.json", meta)
-        if runner_fn is None:
-            import ansible_runner
+    keeper_kw: dict[str, Any] = {}
+    envvars = _env(opts.project_dir)
+    if runner_fn is None:
+        import ansible_runner
 
-            runner_fn = ansible_runner.run
-        r = runner_fn(
-            private_data_dir=str(pdd),
-            project_dir=str(opts.project_dir),
-            playbook=str(opts.project_dir / PLAYBOOK),
-            inventory=str(opts.inventory.resolve()) if opts.inventory else None,
-            extravars=extravars,
-            envvars=_env(opts.project_dir),
-            ident=ident,
-            event_handler=printer,
-            quiet=True,
-        )
+        runner_fn = ansible_runner.run
+        script, tree_env = _keeper(opts, pdd, ident, run_id, locks)
+        envvars.update(tree_env)
+        keeper_kw = {
+            "binary": str(script),
+            "cmdline": shlex.quote(str(opts.project_dir / PLAYBOOK)),
+            # ansible-runner's default cancel handler would SIGKILL the keeper's process group on Ctrl-C,
+            # leaving the units running; our handler asks the keeper to stop them instead. Called every
+            # few seconds, it also watches the results disk.
+            "cancel_callback": lambda: interrupts.watch_disk(opts.results_root),
+            # No env/ files: a resumed run would otherwise get the first invocation's environment and
+            # variables back from them (they win over what we pass), e.g. the previous keeper's parent pid.
+            "suppress_env_files": True,
+        }
+        for stale in ("envvars", "extravars", "cmdline"):
+            with contextlib.suppress(FileNotFoundError):
+                (pdd / "env" / stale).unlink()
+    interrupts = _Interrupts(pdd / f"tree-{ident}.json", out)
+
+    def handle(event: dict[str, Any]) -> bool:
+        interrupts.forward()
+        return printer(event)
+
+    try:
+        with interrupts.installed():
+            r = runner_fn(
+                private_data_dir=str(pdd),
+                project_dir=str(opts.project_dir),
+                playbook=str(opts.project_dir / PLAYBOOK),
+                inventory=str(opts.inventory.resolve()) if opts.inventory else None,
+                extravars=extravars,
+                envvars=envvars,
+                ident=ident,
+                event_handler=handle,
+                quiet=True,
+                **keeper_kw,
+            )
+    except OSError as exc:  # ansible-runner could not write its own artifacts (a full results disk)
+        done = interrupts.stop_keeper_and_wait()
+        with contextlib.suppress(OSError):
+            meta.update(status="incomplete", ended_at=time.time(), exit_code=2)
+            _write_json(pdd / "run.json", meta)
+        raise RunError(
+            f"ansible-runner could not write under {pdd}: {exc.strerror or exc}; the playbook was ended and "
+            f"{done}. Free the space, then run again: run {run_id} resumes"
+        ) from None
+    except KeyboardInterrupt:  # interrupted twice: the keeper goes on stopping the units on its own
+        meta.update(status="interrupted", ended_at=time.time(), exit_code=EXIT_INTERRUPTED)
+        with contextlib.suppress(OSError):
+            _write_json(pdd / "run.json", meta)
+        raise Interrupted(
+            f"interrupted twice: no longer waiting; the campaign's keeper (pid {interrupts.keeper_pid()}) "
+            f"is still stopping the SGLang units (log: {pdd / f'tree-{ident}.log'}). Run {run_id} stays "
+            "resumable."
+        ) from None
+    tree.redact_command_artifact(str(pdd / "artifacts" / ident / "command"))  # its env: no secret kept
     attempts = _attempt_outcomes(run_dir)
-    code = decide_exit(r.status, r.rc, printer.state, attempts)
-    message = events.failure_kind(printer.state) or ""
-    if code == 2 and not message:
+    if interrupts.disk_full is not None:
+        code = 2
         message = (
-            f"ansible-runner finished with status {r.status} (rc {r.rc}) and no record was written; "
-            f"see {pdd / 'artifacts' / ident / 'stdout'}"
+            f"{interrupts.disk_full}: results could not be written; "
+            f"{_interrupted_message(pdd, ident, run_id).removeprefix('interrupted: ')}"
         )
-    meta.update(status="finished", ended_at=time.time(), runner_status=r.status, rc=r.rc, exit_code=code)
-    _write_json(pdd / "run.json", meta)
+        status = "incomplete"
+    elif interrupts.signal is not None:
+        code = EXIT_INTERRUPTED
+        message = _interrupted_message(pdd, ident, run_id)
+        status = "interrupted"
+    else:
+        code = decide_exit(r.status, r.rc, printer.state, attempts)
+        message = events.failure_kind(printer.state) or ""
+        if code == 2 and not message:
+            message = (
+                f"ansible-runner finished with status {r.status} (rc {r.rc}) and no record was written; "
+                f"see {pdd / 'artifacts' / ident / 'stdout'}"
+            )
+        missing = any(h.total is None or len(h.done) < h.total for h in printer.state.hosts.values())
+        # Anything short of every planned attempt recorded stays resumable: nothing done is lost.
+        status = "finished" if code in (0, 1) and not missing else "incomplete"
+    meta.update(status=status, ended_at=time.time(), runner_status=r.status, rc=r.rc, exit_code=code)
+    _write_or_fail(pdd / "run.json", meta)
     return RunOutcome(run_id, run_dir, code, r.status, r.rc, printer.state, message)
+
+
+def _interrupted_message(pdd: Path, ident: str, run_id: str) -> str:
+    try:
+        state = json.loads((pdd / f"tree-{ident}.json").read_text())
+    except (OSError, ValueError):
+        state = {}
+    log = pdd / f"tree-{ident}.log"
+    if state.get("cleanup_rc") == 0:
+        stopped = "every SGLang unit on the GPU hosts was stopped and the GPUs checked free"
+    elif "cleanup_rc" in state:
+        stopped = (
+            f"stopping the SGLang units FAILED (rc {state['cleanup_rc']}, see {log}); stop them with: "
+            f"ansible-playbook {CLEANUP_PLAYBOOK}"
+        )
+    else:
+        stopped = f"the playbook was ended (see {log})"
+    return f"interrupted: {stopped}; run {run_id} stays resumable (sglbench run resumes it)"
 
 
 def _attempt_outcomes(run_dir: Path) -> list[dict[str, Any]]:
@@ -387,6 +748,13 @@ def _parse_extra(values: list[str]) -> dict[str, Any]:
             out[key] = json.loads(raw)
         except ValueError:
             out[key] = raw
+    leaks = secret_paths(out)
+    if leaks:
+        raise RunError(
+            f"-e {leaks[0]}: secrets may not be passed on the command line (every local user sees it in "
+            "ps, and it would land in the lock file); put it in the inventory (ansible-vault) or export "
+            "SGLBENCH_API_KEY / HF_TOKEN before sglbench run"
+        )
     return out
 
 
@@ -397,7 +765,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         description="Run playbooks/bench.yml through ansible-runner with live per-host progress, a lock per "
         "GPU host, artifacts kept under <results>/<run_id>/_runner/, and the summary at the end. Exit 0: "
         "every point completed; 1: some configs failed or were skipped; 2: the run could not proceed "
-        "(unreachable host, failed preflight, bad inventory, host busy).",
+        "(unreachable host, failed preflight, bad inventory, host busy, results not writable); 130: "
+        "interrupted (the SGLang units were stopped; the run stays resumable). Secrets are never taken on "
+        "the command line: export SGLBENCH_API_KEY / HF_TOKEN, or use the inventory (ansible-vault).",
     )
     p.add_argument("--inventory", "-i", type=Path, help="inventory (default: the one in ansible.cfg)")
     p.add_argument("--tp", default="all", help="TP phase: 1, 4, 8 or all (default all)")
@@ -458,6 +828,10 @@ def run_cli(args: argparse.Namespace, runner_fn: RunnerFn | None = None) -> int:
         outcome = run_campaign(opts, runner_fn=runner_fn, out=lambda s: print(s, flush=True))
     except (RunError, LockBusy) as exc:
         print(f"sglbench run: error: {exc}", file=sys.stderr)
+        return getattr(exc, "exit_code", 2)
+    except OSError as exc:  # results or lock directory not writable, disk full, ...
+        where = f" {exc.filename}" if exc.filename else ""
+        print(f"sglbench run: error: cannot write{where}: {exc.strerror or exc}", file=sys.stderr)
         return 2
     for line in events.attempt_lines(outcome.progress):
         print("  " + line)

@@ -74,3 +74,26 @@ def test_outcome_change_is_a_regression_and_cli_exits_1(
     assert "1 regression(s)" in out and "**regression: now failed (cuda_oom)**" in out
     assert cli.main(["compare", str(a_dir), str(a_dir)]) == 0
     assert cli.main(["compare", str(a_dir), str(tmp_path / "nope")]) == 2
+
+
+def test_a_config_that_vanished_in_b_is_a_regression(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 11: compare exited 0 when a config measured in A had no record in B."""
+    run_a = _run(tmp_path, "a", [100.0, 101.0, 99.0], [200.0, 202.0, 198.0])
+    rf.write(
+        tmp_path,
+        rf.record(run_id="b", config="ar", benchmark=rf.bench([rf.point(4, i, 100.0 + i) for i in range(3)])),
+    )
+    t = compare.compare(results.load(run_a), results.load(tmp_path / "b"))
+    assert _status(t, "dflash") == compare.GONE
+    assert cli.main(["compare", str(run_a), str(tmp_path / "b")]) == 1
+    assert "regression: gone" in capsys.readouterr().out
+    assert cli.main(["compare", str(tmp_path / "b"), str(run_a)]) == 0  # a new config is no regression
+
+
+def test_compare_seed_must_be_non_negative(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run_a = _run(tmp_path, "a", [100.0], [200.0])
+    assert cli.main(["compare", str(run_a), str(run_a), "--seed", "-1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["sglbench compare: error: --seed must be an integer from 0 to 2**64-1, got -1"]

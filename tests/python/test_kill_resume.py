@@ -238,7 +238,9 @@ def test_server_exit_mid_benchmark_is_classified_and_the_campaign_goes_on(
     matrix[0]["env"] = {"SGLBENCH_SIM_CRASH_AFTER_REQUESTS": "12"}
     rc = _run(results, matrix, tmp_path / "run.log")
     log = (tmp_path / "run.log").read_text()[-4000:]
-    assert rc == 0, log
+    # every config ran, then the play failed with a summary naming the failed one (issue 11, defect 7)
+    assert rc == 2, log
+    assert "1 of 2 config attempts failed on simhost: kr-ar-tp1 (bench: server_exited)" in log, log
     host_dir = results / RUN_ID / "simhost"
     crashed = _read(host_dir / "kr-ar-tp1" / "record.json")
     failure = crashed["failure"]
@@ -254,3 +256,44 @@ def test_server_exit_mid_benchmark_is_classified_and_the_campaign_goes_on(
     assert any(p["outcome"] == "failed" for p in points.values()), points.keys()
     nxt = _read(host_dir / "kr-dflash-tp1" / "record.json")
     assert nxt["outcome"] == "ok" and len(nxt["benchmark"]["points"]) == len(KEYS)
+
+
+@pytest.mark.simhost
+def test_point_measured_while_the_server_died_is_invalid_and_never_reused(
+    sim_host: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 11, defect 1: the server dies in the middle of a point (the stand-in's scheduler exception after
+    32 finished generation requests: c1-r0 is 20, so it happens about halfway through c1-r1, whose remaining
+    requests then fail). That point used to be committed ok and valid with its requests failed, and reused on
+    every re-run. Now it is kept but invalid, with the failed requests counted and the error named; the
+    re-run moves it aside as 'errors' and measures it again (the fresh server gets through its 20 requests),
+    while the complete point before it is reused untouched."""
+    load = {"prompt_sets": ["math"], "concurrency": [1], "repeats": 2, "num_prompts": 20}
+    monkeypatch.setattr(sys.modules[__name__], "LOAD", load | {"max_new_tokens": 64, "warmup": 0})
+    results = tmp_path / "results"
+    matrix = _matrix()[:1]
+    matrix[0]["env"] = {"SGLBENCH_SIM_CRASH_AFTER_REQUESTS": "32"}
+    _run(results, matrix, tmp_path / "run1.log")  # its exit code is the play's failure summary (defect 7)
+    ar = results / RUN_ID / "simhost" / "kr-ar-tp1"
+    log1 = (tmp_path / "run1.log").read_text()[-4000:]
+    docs = {p.stem: _read(p) for p in (ar / "points").glob("c*.json")}
+    brief = {k: (d["outcome"], (d["summary"] or {}).get("n_err")) for k, d in docs.items()}
+    assert brief == {"c1-r0": ("ok", 0), "c1-r1": ("ok", brief["c1-r1"][1])}, (brief, log1)
+    summary = docs["c1-r1"]["summary"]
+    assert summary["n_err"] > 0 and summary["n_ok"] > 0 and summary["valid"] is False, summary
+    reason = next(r for r in summary["invalid_reasons"] if "requests failed" in r)
+    assert reason.startswith(f"{summary['n_err']} of {summary['n_requests']} requests failed"), reason
+    kept_mtime = (ar / "points" / "c1-r0.json").stat().st_mtime_ns
+
+    rc2 = _run(results, matrix, tmp_path / "run2.log")
+    log2 = (tmp_path / "run2.log").read_text()[-4000:]
+    assert rc2 == 0, log2
+    rec = _read(ar / "record.json")
+    assert rec["outcome"] == "ok", log2
+    resume = rec["benchmark"]["resume"]
+    assert resume["reused"] == ["c1-r0"] and resume["measured"] == ["c1-r1"], resume
+    assert (ar / "points" / "c1-r0.json").stat().st_mtime_ns == kept_mtime
+    moved = list((ar / "previous").glob("*-errors/points/c1-r1.json"))
+    assert len(moved) == 1 and _read(moved[0])["summary"]["n_err"] == summary["n_err"]
+    again = _read(ar / "points" / "c1-r1.json")["summary"]
+    assert again["n_err"] == 0 and not any("requests failed" in r for r in again["invalid_reasons"])

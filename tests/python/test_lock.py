@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -114,3 +116,53 @@ def test_names_and_default_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     assert lock.lock_name("../etc/passwd") == "_etc_passwd.lock"
     monkeypatch.setenv("SGLBENCH_LOCK_DIR", str(tmp_path / "x"))
     assert lock.default_lock_dir() == tmp_path / "x"
+
+
+def _hold_tree_in_child(lock_dir: Path, host: str) -> subprocess.Popen[str]:
+    """A process tree left by a campaign whose sglbench run is gone: holds the host's tree lock."""
+    code = textwrap.dedent(
+        f"""
+        import sys
+        from sglbench.tree import take_locks
+        take_locks([{{"path": {str(lock_dir / lock.tree_lock_name(host))!r},
+                      "holder": {{"host": {host!r}, "user": "alice", "controller": "ctl", "started_at": 0,
+                                 "command": "sglbench run --tp 8"}}}}], 5)
+        print("held", flush=True)
+        sys.stdin.read()
+        """
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO / "python")}
+    p = subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
+    )
+    assert p.stdout is not None and p.stdout.readline().strip() == "held"
+    return p
+
+
+def test_a_host_stays_busy_while_an_orphaned_campaign_tree_lives(tmp_path: Path) -> None:
+    """Defect 3 of issue 11: SIGKILL of sglbench run freed the host lock while its playbook still ran."""
+    child = _hold_tree_in_child(tmp_path, "gpu-1")
+    try:
+        with pytest.raises(lock.LockBusy) as err, lock.lock_hosts(["gpu-1"], tmp_path):
+            pass
+        msg = str(err.value)
+        assert err.value.tree and "still running although its sglbench run has ended" in msg
+        assert f"pid {child.pid}" in msg and "sglbench run --tp 8" in msg and "--wait" in msg
+        # the host lock itself was released again (all or nothing)
+        with lock.HostLock("gpu-1", tmp_path) as lk:
+            assert lk.held
+        told: list[str] = []
+
+        def leave_soon() -> None:
+            time.sleep(0.5)
+            child.stdin.close()  # type: ignore[union-attr]
+
+        t = threading.Thread(target=leave_soon)
+        t.start()
+        with lock.lock_hosts(["gpu-1"], tmp_path, wait_s=30, on_wait=lambda h, _who: told.append(h)) as locks:
+            assert locks[0].held and told == ["gpu-1"]
+        t.join()
+    finally:
+        if child.stdin and not child.stdin.closed:
+            child.stdin.close()
+        child.wait(10)

@@ -195,3 +195,23 @@ def test_console_entry_point_plans_a_hub_id():
     proc = subprocess.run(argv, capture_output=True, text=True, env=env, check=False, timeout=60)
     assert proc.returncode in (0, 1), proc.stderr
     assert "from the Hugging Face cache" in proc.stdout
+
+
+@pytest.mark.parametrize("flag", ["--free-gib", "--weights-gib", "--draft-weights-gib", "--gpu-mem-gib"])
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "1e308"])
+def test_non_finite_gib_figures_exit_2_instead_of_invalid_json(flag, value, capsys):
+    """Issue 11: `--free-gib nan` was accepted and `--json` printed NaN (invalid JSON)."""
+    gpu = [] if flag == "--gpu-mem-gib" else ["--gpu", "H100"]
+    rc, out, err = run(
+        [*gpu, f"{flag}={value}", "--json", "--", "--model-path", str(MODELS / "qwen3-8b")], capsys
+    )
+    assert rc == 2 and out == ""
+    assert err.strip().splitlines() == [err.strip()] and err.startswith(
+        f"sglbench plan: error: {flag} must be"
+    )
+
+
+def test_plan_json_is_strict_json(capsys):
+    rc, out, _ = run(["--gpu", "H100", "--json", "--", "--model-path", str(MODELS / "qwen3-8b")], capsys)
+    assert rc in (0, 1)
+    json.loads(out, parse_constant=lambda c: pytest.fail(f"non-standard JSON constant {c}"))

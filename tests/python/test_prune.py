@@ -52,3 +52,16 @@ def test_running_runs_and_record_only_runs(tmp_path: Path) -> None:
 def test_bad_arguments(tmp_path: Path) -> None:
     assert cli.main(["prune", "--results", str(tmp_path), "--keep", "0"]) == 2
     assert cli.main(["prune", "--results", str(tmp_path / "missing"), "--keep", "3"]) == 0
+
+
+def test_results_that_is_a_file_is_an_error_not_nothing_to_do(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 11: `prune --results <file>` said 'does not exist' and exited 0."""
+    f = tmp_path / "results"
+    f.write_text("not a directory")
+    assert cli.main(["prune", "--results", str(f), "--keep", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"sglbench prune: error: --results {f} is not a directory")
+    assert cli.main(["prune", "--results", str(tmp_path / "none"), "--keep", "1"]) == 0  # nothing yet: fine
+    assert cli.main(["prune", "--results", str(tmp_path), "--keep", "1", "--keep-days", "nan"]) == 2

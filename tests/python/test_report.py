@@ -155,3 +155,40 @@ def test_several_hosts_merge(tmp_path: Path) -> None:
         "r-speedup.png",
         "r-throughput.png",
     ]
+
+
+def test_report_into_a_directory_leaves_nothing_behind(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`report -o <dir>` used to write the PNGs and a .tmp file, then fail on the rename with a traceback."""
+    run = rf.demo_campaign(tmp_path / "c", tps=(1,), concurrencies=(1,))
+    target = tmp_path / "out" / "report.html"
+    target.mkdir(parents=True)
+    assert cli.main(["report", str(run), "-o", str(target)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"sglbench report: error: -o {target} is a directory")
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["report.html"]
+    assert list(target.iterdir()) == []
+
+
+def test_report_write_failure_removes_every_temp_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A failure while writing (disk full, ...) leaves neither .tmp files nor a half set of PNGs."""
+    from sglbench import outfiles
+
+    run = rf.demo_campaign(tmp_path / "c", tps=(1,), concurrencies=(1,))
+    out = tmp_path / "out" / "report.html"
+    real_fdopen, calls = outfiles.os.fdopen, []
+
+    def failing_fdopen(fd: int, *a: object, **kw: object):  # the third file hits a full disk
+        calls.append(fd)
+        if len(calls) == 3:
+            outfiles.os.close(fd)
+            raise OSError(28, "No space left on device")
+        return real_fdopen(fd, *a, **kw)
+
+    monkeypatch.setattr(outfiles.os, "fdopen", failing_fdopen)
+    with pytest.raises(outfiles.OutputError, match="No space left on device"):
+        report.render(results.load(run), out)
+    assert list((tmp_path / "out").iterdir()) == []

@@ -184,8 +184,9 @@ def test_contract_with_the_load_generator_output(tmp_path: Path) -> None:
             "--out",
             str(out),
         ]
-        assert cli.main(argv) == 0
+        rc = cli.main(argv)
     summary = json.loads((out / "summary.json").read_text())
+    assert rc == (0 if all(p["valid"] for p in summary["points"]) else 1)  # 1: a point flagged invalid
     path = rf.write(tmp_path / "res", rf.record(config="spec", algorithm="DFLASH", benchmark=summary))
     (path.parent / "requests.jsonl").write_bytes((out / "requests.jsonl").read_bytes())
     res = results.load(tmp_path / "res" / "run1")
@@ -219,3 +220,71 @@ def test_time_scaled_stand_in_results_are_given_at_real_world_time(tmp_path: Pat
     u = pts.loc["unscaled"]
     assert pd.isna(u.sim_time_scale)
     assert u.output_throughput_tok_s == 2000.0 and u.ttft_ms_p50 == 3.0
+
+
+# -- issue 11: damaged files are RecordErrors naming the file, never tracebacks ---------------------------
+@pytest.mark.parametrize(
+    ("data", "words"),
+    [
+        (b"\x00\xff\xfe\x80garbage", "is not UTF-8 JSON text"),
+        (b"[" * 100_000 + b"]" * 100_000, "nests JSON too deeply"),
+        (b'{"tp": ' + b"9" * 5000 + b"}", "is not a usable JSON record"),
+    ],
+    ids=["binary", "deep", "huge-literal"],
+)
+def test_a_binary_or_hostile_record_is_a_record_error(tmp_path: Path, data: bytes, words: str) -> None:
+    run = _campaign(tmp_path)
+    path = run / "gpu1" / "ar-tp1" / "record.json"
+    path.write_bytes(data)
+    with pytest.raises(RecordError, match=words) as err:
+        results.load(run)
+    assert err.value.path == str(path)
+
+
+def test_out_of_range_integers_are_named(tmp_path: Path) -> None:
+    rec = rf.record(benchmark=rf.bench([rf.point(1, 0, 1.0)]))
+    rec["tp"] = 10**400
+    path = rf.write(tmp_path, rec)
+    with pytest.raises(RecordError, match="out of range") as err:
+        load_record(path)
+    assert err.value.field == "tp"
+
+
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [
+        (b"\x00\xff\x80", "<file>"),
+        (b"[1, 2]\n", "line 1"),
+        (b'{"point": "c1", "repeat": 0, "chunk_t": 5}\n', "line 1.chunk_t"),
+        (b'{"point": "c1", "repeat": "x"}\n', "line 1.repeat"),
+        (b'{"point": "c1", "completion_tokens": "many"}\n', "line 1.completion_tokens"),
+        (b'{"point": "c1", "chunk_t": [0.1, null], "chunk_tokens": [1, 2]}\n', "line 1.chunk_t"),
+    ],
+)
+def test_damaged_request_rows_name_the_line_and_field(tmp_path: Path, text: bytes, field: str) -> None:
+    run = _campaign(tmp_path)
+    path = run / "gpu1" / "dflash-tp1" / "requests.jsonl"
+    path.write_bytes(text)
+    with pytest.raises(RecordError) as err:
+        results.load(run)
+    assert err.value.path == str(path) and err.value.field == field
+
+
+def test_a_damaged_parquet_file_is_a_record_error(tmp_path: Path) -> None:
+    run = _campaign(tmp_path)
+    path = run / "gpu1" / "dflash-tp1" / "requests.parquet"
+    path.write_bytes(b"PAR1 not really")
+    with pytest.raises(RecordError, match="cannot be read as Parquet"):
+        results.load(run)
+
+
+def test_two_copies_of_one_run_are_refused(tmp_path: Path) -> None:
+    import shutil
+
+    run = _campaign(tmp_path / "res")
+    shutil.copytree(run, tmp_path / "res" / "run1.bak")
+    with pytest.raises(
+        results.ResultsError, match=r"run run1: attempt gpu1/\S+ is in both .*run1 and .*run1\.bak"
+    ):
+        results.load(tmp_path / "res")
+    assert len(results.load(run).attempts) == 4  # one copy alone is fine

@@ -61,7 +61,7 @@ def test_expected_points_ladder_capped_by_server_and_user() -> None:
         resume.expected_points("h", {"request_rate": [1.0], "concurrency": [1, 2]}, None)
 
 
-def _commit(d: Path, point: dict, outcome: str = "ok") -> None:
+def _commit(d: Path, point: dict, outcome: str = "ok", n_err: int = 0) -> None:
     resume.commit_point(
         str(d),
         point,
@@ -70,6 +70,7 @@ def _commit(d: Path, point: dict, outcome: str = "ok") -> None:
             "point": point["point"],
             "repeat": 0,
             "n_ok": 1,
+            "n_err": n_err,
             "output_throughput_tok_s": 10.0,
             "valid": True,
         },
@@ -171,3 +172,39 @@ def test_one_rerun_moves_into_one_directory_per_reason(tmp_path: Path) -> None:
     assert [p.name for p in (tmp_path / "previous").iterdir()] == ["19700101T000000Z-stale"]
     stale = tmp_path / "previous" / "19700101T000000Z-stale"
     assert (stale / "record.json").is_file() and (stale / "points" / "c1-r0.json").is_file()
+
+
+# -- issue 11: a point measured while the server failed requests is never reused ------------------------
+def test_points_with_failed_requests_are_never_reused(tmp_path: Path) -> None:
+    """The defect: c1-r1 measured while the server died (n_ok 15, n_err 985) was committed ok and reused on
+    every re-run. Now a re-run moves it aside as 'errors' and measures it again; the attempt whose record
+    lists it is not complete, so its server is started again."""
+    exp = resume.expected_points("h", {"concurrency": [1], "repeats": 2}, None)
+    _commit(tmp_path, exp[0])
+    _commit(tmp_path, exp[1], n_err=985)
+    _record(tmp_path, "ok", "h", exp)
+    assert resume.point_is_done(str(tmp_path), exp[0]) and not resume.point_is_done(str(tmp_path), exp[1])
+    prep = resume.prepare_attempt(str(tmp_path), "h", now=0)
+    assert prep["complete"] is False and not (tmp_path / "record.json").exists()
+    plan = resume.plan_points(str(tmp_path), exp, now=0, stamp=prep["stamp"])
+    assert plan["done"] == ["c1-r0"] and [p["key"] for p in plan["todo"]] == ["c1-r1"]
+    moved = tmp_path / "previous" / "19700101T000000Z-errors" / "points"
+    assert (moved / "c1-r1.json").is_file() and (moved / "c1-r1.requests.jsonl").is_file()
+    assert {m["reason"] for m in plan["moved"]} == {"errors"}
+
+
+def test_a_point_without_a_failed_request_count_is_measured_again(tmp_path: Path) -> None:
+    exp = resume.expected_points("h", {"concurrency": [1]}, None)
+    resume.commit_point(str(tmp_path), exp[0], outcome="ok", summary={"point": "c1", "n_ok": 3})
+    assert resume.plan_points(str(tmp_path), exp, now=0)["done"] == []
+
+
+def test_max_error_rate_is_not_part_of_the_identity() -> None:
+    """It changes how a point is judged, not what is measured, and only error-free points are reused: a
+    campaign re-run with another threshold keeps its points (and campaigns from before the option existed
+    keep their hashes)."""
+    plain = resume.attempt_identity(_parts())
+    tolerant = resume.attempt_identity(
+        _parts(load={"max_new_tokens": 32, "repeats": 2, "max_error_rate": 0.1})
+    )
+    assert tolerant["hash"] == plain["hash"] and "max_error_rate" not in tolerant["doc"]["load"]

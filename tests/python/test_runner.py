@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 import recordfactory as rf
 
-from sglbench import cli, runner
+from sglbench import cli, lock, runner
 
 REPO = Path(__file__).resolve().parents[2]
 INVENTORY = {
@@ -350,3 +354,226 @@ def test_real_run_against_the_sim_host(tmp_path: Path) -> None:
     effect = rec["plan"]["flags_effect"]["none"]
     assert {"--reasoning-parser", "--tool-call-parser", "--watchdog-timeout"} <= set(effect)
     assert list((runs[0] / "simhost" / "qwen3-8b-ar-tp1" / "points").glob("*.json"))
+
+
+# -- issue 11: one campaign per host for real, resumable after failures, secrets kept off argv --------------
+def _hold_run(
+    run_dir: Path, host_lock_dir: Path | None = None, host: str = "10.0.0.1"
+) -> subprocess.Popen[str]:
+    """A live owner of ``run_dir`` (its run lock; with ``host_lock_dir`` also that host's lock), until stdin
+    closes; on release it marks the run finished, as a campaign that ends does."""
+    code = textwrap.dedent(f"""
+        import json, sys
+        from pathlib import Path
+        from sglbench.lock import HostLock, RunLock
+        run = Path({str(run_dir)!r})
+        locks = []
+        if {str(host_lock_dir) if host_lock_dir else ""!r}:
+            lk = HostLock({host!r}, {str(host_lock_dir)!r}, command="sglbench run --configs a")
+            lk.acquire(); locks.append(lk)
+        rl = RunLock(run / "_runner" / "run.lock"); assert rl.try_acquire()
+        print("held", flush=True); sys.stdin.read()
+        meta = json.loads((run / "_runner" / "run.json").read_text()); meta["status"] = "finished"
+        (run / "_runner" / "run.json").write_text(json.dumps(meta))
+        rl.release()
+        for lk in locks: lk.release()
+    """)
+    child = subprocess.Popen(
+        [sys.executable, "-c", code],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO / "python")},
+    )
+    assert child.stdout is not None and child.stdout.readline().strip() == "held"
+    return child
+
+
+def _mark(run_dir: Path, **kw: Any) -> None:
+    meta_path = run_dir / "_runner" / "run.json"
+    meta = json.loads(meta_path.read_text())
+    meta.update(kw)
+    meta_path.write_text(json.dumps(meta))
+
+
+def test_wait_never_merges_into_a_live_campaign(tmp_path: Path) -> None:
+    """Defect 2: `run --wait` used to pick the live campaign's run directory before taking the lock."""
+    first = _run(tmp_path, fake_runner({"a": "ok"}))
+    _mark(first.run_dir, status="running", pid=12345)  # campaign A is live: it holds its host and its run
+    owner = _hold_run(first.run_dir, tmp_path / "locks")
+    lines: list[str] = []
+    try:
+
+        def release_soon() -> None:
+            time.sleep(1.0)
+            owner.stdin.close()  # type: ignore[union-attr]  # A ends: marks its run finished, unlocks
+
+        t = threading.Thread(target=release_soon)
+        t.start()
+        second = _run(tmp_path, fake_runner({"b": "ok"}), lines, wait_s=30)
+        t.join()
+    finally:
+        owner.wait(10)
+    assert second.run_id != first.run_id, lines  # decided under the lock: A had finished by then
+    assert any("waiting up to 30 s for GPU host 10.0.0.1" in line for line in lines)
+    assert json.loads((first.run_dir / "_runner" / "run.json").read_text())["status"] == "finished"
+
+
+def test_a_run_whose_owner_is_alive_is_never_resumed(tmp_path: Path) -> None:
+    """A live run of other hosts (other locks) sharing the results root is not joined."""
+    first = _run(tmp_path, fake_runner({"a": "ok"}))
+    _mark(first.run_dir, status="running")
+    owner = _hold_run(first.run_dir)  # alive, holding its run lock
+    try:
+        again = _run(tmp_path, fake_runner({"a": "ok"}))
+        assert again.run_id != first.run_id
+        with pytest.raises(runner.RunError, match=r"--run-id .*in use by another sglbench run"):
+            _run(tmp_path, fake_runner({"a": "ok"}), run_id=first.run_id)
+    finally:
+        owner.stdin.close()  # type: ignore[union-attr]
+        owner.wait(10)
+
+
+def test_only_runs_of_the_same_hosts_are_resumed(tmp_path: Path) -> None:
+    first = _run(tmp_path, fake_runner({"a": "ok"}))
+    _mark(first.run_dir, status="running", hosts={"other": "10.9.9.9"})
+    assert _run(tmp_path, fake_runner({"a": "ok"})).run_id != first.run_id
+
+
+def test_interrupted_run_stops_the_units_and_stays_resumable(tmp_path: Path) -> None:
+    """Defect 4: Ctrl-C marked the run finished (never resumed). Now: exit 130, status interrupted."""
+    inner = fake_runner({"a": "ok"}, write=False)
+
+    def interrupted(**kw: Any) -> FakeResult:
+        inner(**kw)
+        os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C while the playbook runs: our handler, no exception
+        return FakeResult("failed", 143)
+
+    lines: list[str] = []
+    first = _run(tmp_path, interrupted, lines)
+    assert first.exit_code == runner.EXIT_INTERRUPTED and "stays resumable" in first.message
+    assert any("SIGINT: ending the playbook, then stopping every SGLang unit" in line for line in lines)
+    meta = json.loads((first.run_dir / "_runner" / "run.json").read_text())
+    assert meta["status"] == "interrupted" and meta["exit_code"] == 130
+    assert _run(tmp_path, fake_runner({"a": "ok"})).run_id == first.run_id  # resumed
+
+
+def test_results_disk_full_exits_2_naming_the_cause(tmp_path: Path) -> None:
+    """Defect 7: ENOSPC in the record step is 'could not proceed' (2), and the run stays resumable."""
+    full = _ev(
+        "runner_on_failed",
+        "gpu1",
+        "cycle | Write the record, unit and journal of b-tp1",
+        {"msg": "results could not be written on the controller: /r/x/record.json: No space left on device"},
+    )
+    full["event_data"]["task_action"] = "sglbench_record"
+    o = _run(tmp_path, fake_runner({"a": "ok"}, extra_events=[full], status="failed", rc=2))
+    assert o.exit_code == 2 and "No space left on device" in o.message
+    assert "the server was stopped first" in o.message
+    meta = json.loads((o.run_dir / "_runner" / "run.json").read_text())
+    assert meta["status"] == "incomplete"
+
+
+def test_enospc_writing_run_json_is_one_line_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(runner, "load_inventory", lambda _o: INVENTORY)
+
+    def full(path: Path, data: dict) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(runner, "_write_json", full)
+    args = cli.build_parser().parse_args(
+        ["run", "--results", str(tmp_path / "r"), "--lock-dir", str(tmp_path / "l")]
+    )
+    assert runner.run_cli(args, runner_fn=fake_runner({"a": "ok"})) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "No space left on device" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        "sglbench_api_key=K3Y",
+        "sglbench_hf_token=hf_x",
+        'sglbench_bench={"api_key": "x"}',
+        "anything=hf_abcdefghijklmnopqrstuvwxyz",
+    ],
+)
+def test_secrets_on_the_command_line_are_refused(
+    extra: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Defect 5: `-e sglbench_api_key=...` landed in argv (ps), the 0644 lock file and run.json."""
+    argv = ["run", "--results", str(tmp_path), "--lock-dir", str(tmp_path / "l"), "-e", extra]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "secrets may not be passed on the command line" in err
+    assert not (tmp_path / "l").exists()  # refused before any lock file was written
+
+
+def test_lock_file_and_run_json_are_redacted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "argv", ["sglbench", "run", "--api-key=abc", "-e", "x_token=hf_abc"])
+    o = _run(tmp_path, fake_runner({"a": "ok"}))
+    meta = (o.run_dir / "_runner" / "run.json").read_text()
+    assert "abc" not in meta and "<redacted>" in meta
+    assert lock.HostLock("h", tmp_path).command == "sglbench run --api-key=<redacted> -e x_token=<redacted>"
+
+
+@pytest.mark.parametrize("broken", ["hosts.yml", "group_vars/sglang_gpu/host.yml"])
+def test_a_yaml_error_in_the_inventory_is_named_not_no_hosts(
+    broken: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Defect 10: a YAML error in the inventory read as "no hosts in group sglang_gpu"."""
+    inv = tmp_path / "inv"
+    (inv / "group_vars" / "sglang_gpu").mkdir(parents=True)
+    (inv / "hosts.yml").write_text("all:\n  children:\n    sglang_gpu:\n      hosts:\n        gpu1: {}\n")
+    (inv / "group_vars" / "sglang_gpu" / "host.yml").write_text("sglbench_gpu_count: 8\n")
+    (inv / broken).write_text("key: [unclosed\n")
+    argv = [
+        "run",
+        "--inventory",
+        str(inv),
+        "--results",
+        str(tmp_path / "r"),
+        "--lock-dir",
+        str(tmp_path / "l"),
+    ]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cannot be read: YAML parsing failed" in err, err
+    assert f"{inv / broken}:2:1" in err and "no hosts in group" not in err
+
+
+def test_an_unreachable_host_in_a_loop_names_the_cause_not_all_items_completed() -> None:
+    """Defect 10: the failure of a loop task read "All items completed"."""
+    from sglbench import events
+
+    res = {
+        "msg": "All items completed",
+        "unreachable": True,
+        "results": [
+            {"item": "a", "changed": False},
+            {"item": "b", "unreachable": True, "msg": "Failed to connect to the host via ssh: timed out"},
+        ],
+    }
+    st = events.apply_event(events.Progress(), _ev("runner_on_unreachable", "gpu1", "units | Install", res))
+    assert events.failure_kind(st) == "gpu1 unreachable: Failed to connect to the host via ssh: timed out"
+
+
+def test_an_oserror_inside_ansible_runner_is_one_line_and_the_run_stays_resumable(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ansible-runner writing its event files on a full results disk raises out of it."""
+    monkeypatch.setattr(runner, "load_inventory", lambda _o: INVENTORY)
+
+    def full(**kw: Any) -> FakeResult:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    args = cli.build_parser().parse_args(
+        ["run", "--results", str(tmp_path / "r"), "--lock-dir", str(tmp_path / "l")]
+    )
+    assert runner.run_cli(args, runner_fn=full) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "No space left on device" in err and "resumes" in err
+    (run,) = (tmp_path / "r").iterdir()
+    assert json.loads((run / "_runner" / "run.json").read_text())["status"] == "incomplete"

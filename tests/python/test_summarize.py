@@ -238,3 +238,63 @@ def test_invalid_reasons_are_digested_per_kind() -> None:
     assert digest == (
         "client waited 23% of the time for a CPU (> 10%) (x2); send lateness p99 6.81 ms > 5.0 ms"
     )
+
+
+# -- issue 11: one-line errors instead of tracebacks -----------------------------------------------------
+def _one_line_error(capsys: pytest.CaptureFixture[str], prog: str) -> str:
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"sglbench {prog}: error: "), err
+    return err[0]
+
+
+def test_a_results_root_with_two_copies_of_one_run_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Was `ValueError: The truth value of a Series is ambiguous`: the copy doubled every attempt."""
+    import shutil
+
+    _write_pair(tmp_path / "res", [100.0, 101.0], [200.0, 202.0])
+    shutil.copytree(tmp_path / "res" / "run1", tmp_path / "res" / "run1-copy")
+    for argv in (
+        ["summarize", str(tmp_path / "res")],
+        ["report", str(tmp_path / "res"), "-o", str(tmp_path / "r.html")],
+    ):
+        assert cli.main(argv) == 2
+        line = _one_line_error(capsys, argv[0])
+        assert "run run1: attempt gpu1/ar-tp1 is in both" in line and "give only one of them" in line
+    assert not (tmp_path / "r.html").exists()
+
+
+@pytest.mark.parametrize("where", ["directory", "proc", "missing-dir"])
+def test_output_file_problems_are_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], where: str
+) -> None:
+    run = _write_pair(tmp_path, [100.0, 101.0], [200.0, 202.0])
+    out = {
+        "directory": tmp_path,
+        "proc": Path("/proc/sglbench.md"),
+        "missing-dir": tmp_path / "new" / "s.md",
+    }[where]
+    rc = cli.main(["summarize", str(run), "-o", str(out)])
+    if where == "missing-dir":  # created, like report -o does
+        assert rc == 0 and out.is_file()
+        return
+    assert rc == 2
+    assert f"-o {out}" in _one_line_error(capsys, "summarize")
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["--seed", "-1"], "--seed must be an integer from 0"),
+        (["--bootstrap", "99999999999"], "--bootstrap must be from 100 to 100000"),
+        (["--bootstrap", "5"], "--bootstrap must be from 100 to 100000"),
+    ],
+)
+def test_seed_and_bootstrap_are_bounded(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], needle: str
+) -> None:
+    """--bootstrap 99999999999 tried to allocate 1.46 TiB; --seed -1 was a numpy traceback."""
+    run = _write_pair(tmp_path, [100.0, 101.0], [200.0, 202.0])
+    assert cli.main(["summarize", str(run), *argv]) == 2
+    assert needle in _one_line_error(capsys, "summarize")

@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -364,8 +365,8 @@ def _weights(
     keep_mtp: bool,
 ) -> tuple[float, str]:
     if given is not None:
-        if given < 0:
-            raise PlanError("--weights-gib", f"must not be negative, got {given}")
+        if not 0 <= given < math.inf:  # NaN included
+            raise PlanError("--weights-gib", f"must be a finite GiB figure >= 0, got {given}")
         return float(given), "given"
     if model_dir:
         found = checkpoint.weights_from_dir(model_dir, tp=tp, load_bytes=dtype_bytes, keep_mtp=keep_mtp)
@@ -429,7 +430,7 @@ def plan(
     cell (default: no for A, yes for B/C).
     """
     acc = resolve_accounting(accounting)
-    if gpu_mem_gib is None or gpu_mem_gib <= 0:
+    if gpu_mem_gib is None or not 0 < gpu_mem_gib < math.inf:  # NaN included
         raise PlanError("--gpu-mem-gib", f"must be a positive GiB figure, got {gpu_mem_gib!r}")
     tp = int(_arg(args, "tp_size", 1))
     pp = int(_arg(args, "pp_size", 1))
@@ -525,7 +526,7 @@ def plan(
 
     # memory at startup and weights
     pre = float(free_gib) if free_gib is not None else gpus.default_free_gib(gpu_mem_gib, tp)
-    if pre <= 0 or pre > gpu_mem_gib + 1e-6:
+    if not 0 < pre <= gpu_mem_gib + 1e-6:  # NaN included
         raise PlanError("--free-gib", f"must be in (0, gpu memory {gpu_mem_gib:.2f}], got {pre}")
     model_dtype_bytes = geometry.dtype_bytes(model_dtype)
     w_gib, w_src = _weights(

@@ -83,6 +83,11 @@ FLUSH_RETRIES = 5
 MAX_PROCS = 64  # client processes per point (BenchSpec.procs)
 CHILD_SLACK_S = 30.0  # on top of a child's derived time bound: fork, connections, result transfer
 START_LEAD_S = 0.05  # the common start t0 lies this far after the parent's go, so every child is waiting
+# Bounds that keep a typo from allocating gigabytes or running forever (each far above any real load).
+MAX_CONCURRENCY = 100_000  # in-flight requests of one point (each is a connection and a coroutine)
+MAX_WARMUP = 100_000  # warmup requests per point
+MAX_SCHEDULED_REQUESTS = 10_000_000  # precomputed Poisson send times of one rate point
+MAX_SECONDS = 30 * 86400.0  # duration and request timeout
 SIM_MARKERS = ("simulated", "sglbench_simulated", "sglbench_sim", "sglbench_null_server")
 
 
@@ -130,31 +135,45 @@ class BenchSpec:
     slo: metrics_mod.Slo = field(default_factory=metrics_mod.Slo)
     simulated: bool | None = None  # None = ask the server
     procs: int = 1  # client processes per point (> 1: forked shards, see the module docstring)
+    # Largest fraction of failed measured requests a valid point may have (0 = strict: any failure
+    # invalidates the point; metrics.summarize_point, the error-rate rule).
+    max_error_rate: float = metrics_mod.DEFAULT_MAX_ERROR_RATE
 
     def validate(self) -> None:
         if self.api not in api_mod.APIS:
             raise LoadgenError(f"api must be one of {', '.join(api_mod.APIS)}, got {self.api!r}")
         if not self.points:
             raise LoadgenError("no load points: give --concurrency and/or --request-rate")
-        for p in self.points:
-            if p.concurrency is not None and p.concurrency < 1:
-                raise LoadgenError(f"concurrency must be >= 1, got {p.concurrency}")
-            if p.request_rate is not None and not p.request_rate > 0:
-                raise LoadgenError(f"request rate must be > 0 req/s, got {p.request_rate}")
-            if p.request_rate is not None and math.isinf(p.request_rate) and self.num_prompts > 10**6:
-                raise LoadgenError("an infinite request rate (all requests at once) needs a request count")
-            if p.concurrency is None and p.request_rate is None:
-                raise LoadgenError("a load point needs a concurrency or a request rate")
         if self.num_prompts < 1:
             raise LoadgenError(f"num_prompts must be >= 1, got {self.num_prompts}")
+        if self.duration_s is not None and not 0 < self.duration_s <= MAX_SECONDS:
+            raise LoadgenError(
+                f"duration must be a number of seconds > 0 and <= {MAX_SECONDS:.0f}, got {self.duration_s}"
+            )
+        for p in self.points:
+            self._validate_point(p)
         if self.repeats < 1:
             raise LoadgenError(f"repeats must be >= 1, got {self.repeats}")
         if self.first_repeat < 0:
             raise LoadgenError(f"first_repeat must be >= 0, got {self.first_repeat}")
-        if self.duration_s is not None and self.duration_s <= 0:
-            raise LoadgenError(f"duration must be > 0 s, got {self.duration_s}")
+        if self.warmup is not None and not 0 <= self.warmup <= MAX_WARMUP:
+            raise LoadgenError(f"warmup must be from 0 to {MAX_WARMUP} requests, got {self.warmup}")
+        if not 0 < self.request_timeout_s <= MAX_SECONDS:
+            raise LoadgenError(
+                f"request timeout must be a number of seconds > 0 and <= {MAX_SECONDS:.0f}, "
+                f"got {self.request_timeout_s}"
+            )
         if self.sampling.max_new_tokens < 1:
             raise LoadgenError(f"max_new_tokens must be >= 1, got {self.sampling.max_new_tokens}")
+        if not 0 <= self.sampling.temperature < math.inf:
+            raise LoadgenError(f"temperature must be a finite number >= 0, got {self.sampling.temperature}")
+        for name, limit in self.slo.active().items():
+            if not 0 < limit < math.inf:
+                raise LoadgenError(f"SLO {name} must be a finite number of ms > 0, got {limit}")
+        try:
+            self.max_error_rate = metrics_mod.check_max_error_rate(self.max_error_rate)
+        except ValueError as exc:
+            raise LoadgenError(str(exc)) from None
         if self.api == "openai-chat" and any(p.input_ids is not None for p in self.prompts):
             raise LoadgenError(
                 "token-id prompts (synthetic:N) cannot go to /v1/chat/completions; use --api native"
@@ -164,6 +183,27 @@ class BenchSpec:
         except ValueError as exc:
             raise LoadgenError(str(exc)) from None
         self._validate_procs()
+
+    def _validate_point(self, p: LoadPoint) -> None:
+        if p.concurrency is None and p.request_rate is None:
+            raise LoadgenError("a load point needs a concurrency or a request rate")
+        if p.concurrency is not None and not 1 <= p.concurrency <= MAX_CONCURRENCY:
+            raise LoadgenError(f"concurrency must be from 1 to {MAX_CONCURRENCY}, got {p.concurrency}")
+        rate = p.request_rate
+        if rate is None:
+            return
+        if not rate > 0:  # NaN included
+            raise LoadgenError(f"request rate must be > 0 req/s, got {rate}")
+        if math.isinf(rate) and self.num_prompts > 10**6:
+            raise LoadgenError("an infinite request rate (all requests at once) needs a request count")
+        n_sched = self.num_prompts
+        if self.duration_s is not None and not math.isinf(rate):
+            n_sched = min(n_sched, math.ceil(rate * self.duration_s) + 1)
+        if n_sched > MAX_SCHEDULED_REQUESTS:
+            raise LoadgenError(
+                f"request rate {rate:g} req/s would schedule {n_sched} requests per point, more than "
+                f"{MAX_SCHEDULED_REQUESTS}; give a smaller request count or duration"
+            )
 
     def _validate_procs(self) -> None:
         procs = self.procs
@@ -689,7 +729,11 @@ class LoadRunner:
         spec = self.spec
         info = await self.get_json(facts.SERVER_INFO) if any(r.spec_verify_ct for r in records) else None
         summary = metrics_mod.summarize_point(
-            records, slo=spec.slo, client=stats, server_accept_length=server_accept_length(info)
+            records,
+            slo=spec.slo,
+            client=stats,
+            server_accept_length=server_accept_length(info),
+            max_error_rate=spec.max_error_rate,
         )
         summary = {
             "point": point.label(),
@@ -1004,6 +1048,7 @@ class LoadRunner:
             "connections_opened": self.client.connections_opened + self.child_connections_opened,
             "procs": self.spec.procs,
             "slo": self.spec.slo.active(),
+            "max_error_rate": self.spec.max_error_rate,
         }
         return CampaignResult(meta, results)
 
@@ -1032,6 +1077,27 @@ def fetch_server_info(url: str, api_key: str | None = None, timeout: float = 30.
     except ValueError as exc:
         raise LoadgenError(str(exc)) from None
     return asyncio.run(_fetch_server_info(url, api_key, timeout))
+
+
+async def _check_reachable(url: str, api_key: str | None, timeout: float) -> None:
+    client = HttpClient(Endpoint.from_url(url), api_key=api_key, connect_timeout=timeout)
+    try:
+        await client.request("GET", facts.HEALTH, timeout=timeout)
+    except HttpError as exc:
+        raise LoadgenError(str(exc)) from None
+    finally:
+        await client.close()
+
+
+def check_reachable(url: str, api_key: str | None = None, timeout: float = 30.0) -> None:
+    """Blocking GET /health (any answer will do): raises LoadgenError when nothing answers at ``url``.
+    Lets a caller fail before it builds large inputs (e.g. synthetic prompts) for a server that is not there.
+    """
+    try:
+        Endpoint.from_url(url)
+    except ValueError as exc:
+        raise LoadgenError(str(exc)) from None
+    asyncio.run(_check_reachable(url, api_key, timeout))
 
 
 def run_campaign(spec: BenchSpec, progress: Callable[[str], None] | None = None) -> CampaignResult:

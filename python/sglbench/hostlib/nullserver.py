@@ -47,6 +47,9 @@ class NullServerConfig:
     default_max_new_tokens: int = 16
     framing: str = "chunked"  # "chunked" (Transfer-Encoding) | "close" (close-delimited body)
     usage_every_chunk: bool = True  # OpenAI: honour continuous_usage_stats
+    # Fault (tests): after this many generation requests every further one is answered 503, like a server
+    # whose scheduler died mid-benchmark (0 = never).
+    fail_after_requests: int = 0
 
 
 class NullServerState:
@@ -240,7 +243,8 @@ class _NullProtocol(asyncio.Protocol):
         return key is None or headers.get("authorization") == f"Bearer {key}"
 
     def _simple(self, status: int, body: bytes, ctype: str = "text/plain", close: bool = False) -> None:
-        reason = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found"}.get(status, "X")
+        reasons = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 503: "Unavailable"}
+        reason = reasons.get(status, "X")
         head = (
             f"HTTP/1.1 {status} {reason}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
             + ("Connection: close\r\n" if close else "")
@@ -278,6 +282,9 @@ class _NullProtocol(asyncio.Protocol):
                 req = json.loads(body)
             except ValueError:
                 self._json(400, {"error": {"message": "body is not JSON"}})
+                return
+            if 0 < st.config.fail_after_requests <= st.requests:
+                self._json(503, {"error": {"message": "the scheduler is gone (fault: fail_after_requests)"}})
                 return
             self._stream(_ROUTES[path], req)
         else:

@@ -32,6 +32,10 @@ SYNTHETIC_PREFIX = "synthetic:"
 # Token ids drawn for synthetic prompts. Kept well inside any modern vocabulary and above the usual
 # special-token range so that a random prompt never contains BOS/EOS/pad ids.
 SYNTHETIC_ID_RANGE = (1000, 30000)
+# Synthetic prompts are built in memory before the first request: bound them. The longest context any
+# SGLang model serves is well below 2**20 tokens; 2**24 token ids in all is about 130 MB.
+MAX_SYNTHETIC_INPUT_LEN = 1 << 20
+MAX_SYNTHETIC_IDS = 1 << 24
 
 
 class PromptError(ValueError):
@@ -130,6 +134,10 @@ def load_jsonl(path: str | Path, default_category: str | None = None) -> list[Pr
         lines = p.read_text(encoding="utf-8").splitlines()
     except OSError as exc:
         raise PromptError(f"cannot read prompt file {p}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise PromptError(
+            f"prompt file {p} is not UTF-8 text (byte {exc.start}); give JSONL, one JSON object per line"
+        ) from None
     out: list[Prompt] = []
     for no, line in enumerate(lines, start=1):
         s = line.strip()
@@ -140,6 +148,8 @@ def load_jsonl(path: str | Path, default_category: str | None = None) -> list[Pr
             obj = json.loads(s)
         except json.JSONDecodeError as exc:
             raise PromptError(f"{where}: not valid JSON ({exc.msg}); one JSON object per line") from None
+        except RecursionError:
+            raise PromptError(f"{where}: JSON nested too deeply; one flat JSON object per line") from None
         prompt = parse_prompt_record(obj, where, default_id=f"{p.stem}:{no}")
         if default_category and "category" not in (obj if isinstance(obj, dict) else {}):
             prompt = Prompt(prompt.id, default_category, prompt.text, prompt.messages, prompt.input_ids)
@@ -156,20 +166,54 @@ def prompts_from_params(items: list[Any]) -> list[Prompt]:
     return [parse_prompt_record(obj, f"prompts[{i}]", default_id=f"p{i}") for i, obj in enumerate(items)]
 
 
-def synthetic_prompts(n: int, input_len: int, seed: int) -> list[Prompt]:
-    """``n`` prompts of exactly ``input_len`` random token ids (capacity sweeps; no tokenizer needed)."""
+def check_synthetic(n: int, input_len: int) -> None:
+    """PromptError unless ``n`` synthetic prompts of ``input_len`` token ids stay within the bounds."""
     if input_len < 1:
         raise PromptError(f"synthetic input length must be >= 1, got {input_len}")
+    if input_len > MAX_SYNTHETIC_INPUT_LEN:
+        raise PromptError(
+            f"synthetic input length {input_len} is more than {MAX_SYNTHETIC_INPUT_LEN} tokens (longer than "
+            "any context SGLang serves); use a smaller 'synthetic:<input_len>'"
+        )
+    if n < 1:
+        raise PromptError(f"the number of synthetic prompts must be >= 1, got {n}")
+    if n * input_len > MAX_SYNTHETIC_IDS:
+        raise PromptError(
+            f"{n} synthetic prompts of {input_len} tokens are {n * input_len} token ids, more than the "
+            f"{MAX_SYNTHETIC_IDS} the client builds in memory; use fewer prompts (--num-prompts) or a "
+            "smaller 'synthetic:<input_len>'"
+        )
+
+
+def synthetic_prompts(n: int, input_len: int, seed: int) -> list[Prompt]:
+    """``n`` prompts of exactly ``input_len`` random token ids (capacity sweeps; no tokenizer needed)."""
+    check_synthetic(n, input_len)
     rng = random.Random(seed)
     lo, hi = SYNTHETIC_ID_RANGE
+    pool = list(range(lo, hi))  # one int object per id value, shared by every prompt: 8 bytes per token id
     return [
         Prompt(
             id=f"synthetic-{input_len}-{i}",
             category="synthetic",
-            input_ids=tuple(rng.randrange(lo, hi) for _ in range(input_len)),
+            input_ids=tuple(pool[rng.randrange(lo, hi) - lo] for _ in range(input_len)),
         )
         for i in range(n)
     ]
+
+
+def parse_synthetic(spec: str) -> int | None:
+    """The input length of a ``synthetic:<input_len>`` source (checked against the bounds for one prompt),
+    None for any other source."""
+    spec = spec.strip()
+    if not spec.startswith(SYNTHETIC_PREFIX):
+        return None
+    raw = spec[len(SYNTHETIC_PREFIX) :]
+    try:
+        length = int(raw)
+    except ValueError:
+        raise PromptError(f"bad synthetic prompt spec {spec!r}; use e.g. 'synthetic:1024'") from None
+    check_synthetic(1, length)
+    return length
 
 
 def shipped_sets_dir() -> Path:
@@ -194,12 +238,8 @@ def load_shipped_set(name: str) -> list[Prompt]:
 def resolve_prompt_source(spec: str, *, synthetic_n: int = 64, seed: int = 0) -> list[Prompt]:
     """Resolve ``--prompts``: a set name, several joined by commas, ``synthetic:LEN``, or a JSONL path."""
     spec = spec.strip()
-    if spec.startswith(SYNTHETIC_PREFIX):
-        raw = spec[len(SYNTHETIC_PREFIX) :]
-        try:
-            length = int(raw)
-        except ValueError:
-            raise PromptError(f"bad synthetic prompt spec {spec!r}; use e.g. 'synthetic:1024'") from None
+    length = parse_synthetic(spec)
+    if length is not None:
         return synthetic_prompts(synthetic_n, length, seed)
     names = [s.strip() for s in spec.split(",") if s.strip()]
     if names and all(n in (*SHIPPED_SETS, MIXED_SET) for n in names):

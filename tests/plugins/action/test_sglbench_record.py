@@ -36,3 +36,29 @@ def test_write_atomic_leaves_no_temp_files(tmp_path: Path) -> None:
 def test_mappings_are_written_as_json() -> None:
     assert json.loads(action._text("x.json", {"a": [1, 2]})) == {"a": [1, 2]}
     assert action._text("journal.log", "line\n") == "line\n"
+
+
+def test_a_full_results_disk_fails_with_one_line_naming_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Defect 4 of issue 11: the record step on a full disk. The play's always-stop still runs (config.yml);
+    the failure itself must name the file and the cause, not dump a traceback."""
+    import errno
+    from types import SimpleNamespace
+
+    am = object.__new__(action.ActionModule)
+    record = {"schema": "sglbench.attempt/1"}
+    am._task = SimpleNamespace(
+        args={"dir": str(tmp_path / "run" / "a-tp1"), "files": {"record.json": record}}, check_mode=False
+    )
+    monkeypatch.setattr(action.ActionBase, "run", lambda self, tmp=None, task_vars=None: {})
+
+    def full(path: str, text: str, mode: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device", path)
+
+    monkeypatch.setattr(action, "write_atomic", full)
+    with pytest.raises(AnsibleActionFail) as err:
+        am.run()
+    msg = str(err.value)
+    assert msg.startswith("results could not be written on the controller: ")
+    assert "a-tp1/record.json: No space left on device" in msg and "\n" not in msg

@@ -148,9 +148,106 @@ def test_systemd_quote_neutralises_expansion_and_specifiers() -> None:
     assert flt.systemd_quote("/models/qwen3.6-27b") == "/models/qwen3.6-27b"
 
 
-def test_api_key_comes_from_the_environment_file() -> None:
+def test_api_key_never_in_the_exec_line_the_launcher_takes_it_from_the_environment() -> None:
     line = flt.systemd_exec(["/usr/bin/python3", "-m", "sglang.launch_server"], "SGLBENCH_API_KEY")
-    assert line.endswith("--api-key ${SGLBENCH_API_KEY}")
+    assert line == (
+        "/usr/bin/python3 /usr/local/libexec/sglbench-launch --key-env SGLBENCH_API_KEY -- "
+        "/usr/bin/python3 -m sglang.launch_server"
+    )
+    assert "--api-key" not in line and "${" not in line
+    assert flt.systemd_exec(["/p", "-m", "m"]) == "/p -m m"  # no key: no launcher
+
+
+@pytest.mark.parametrize(
+    ("matrix", "expected"),
+    [
+        # extra_args cannot set what sglbench sets (abbreviations too: SGLang's argparse accepts prefixes)
+        ([cfg(extra_args=["--port", "1"])], "field 'extra_args': --port is set through port"),
+        (
+            [cfg(extra_args=["--po", "1"])],
+            "field 'extra_args': --po is set through port (--po abbreviates --port)",
+        ),
+        ([cfg(extra_args=["--port=31000"])], "field 'extra_args': --port is set through port"),
+        ([cfg(extra_args=["--tp-size", "2"])], "field 'extra_args': --tp-size is set through tp"),
+        ([cfg(extra_args=["--tp", "2"])], "--tp is set through tp (--tp abbreviates --tp-size)"),
+        ([cfg(extra_args=["--model-path", "/x"])], "--model-path is set through model_path"),
+        ([cfg(extra_args=["--api-key", "K"])], "--api-key is set through sglang_units_api_key"),
+        ([cfg(extra_args=["--api-k", "K"])], "--api-k is set through sglang_units_api_key"),
+        ([cfg(extra_args=["--config", "/x.yaml"])], "--config is set through the matrix"),
+        ([cfg(extra_args=["--hf-token", "x"])], "field 'extra_args': --hf-token looks like a secret option"),
+        ([cfg(extra_args=["--x", "hf_abcdefghijklmnopqrstuvwxyz"])], "a value looks like a credential"),
+        (
+            [cfg(args={"po": 30001})],
+            "field 'args.po': selects SGLang's --port (abbreviated), set through port",
+        ),
+        ([cfg(args={"some_token": "x"})], "field 'args.some_token': looks like a secret"),
+        # the server must stay on the GPUs its record names
+        ([cfg(env={"CUDA_VISIBLE_DEVICES": "3"})], "field 'env.CUDA_VISIBLE_DEVICES': set by sglbench from"),
+        # secrets beyond a fixed name list: by word, and by value
+        ([cfg(env={"MY_PASSWD": "x"})], "field 'env.MY_PASSWD': looks like a secret"),
+        ([cfg(env={"OPENAI_KEY": "x"})], "field 'env.OPENAI_KEY': looks like a secret"),
+        ([cfg(env={"OPAQUE": "sk-abcdefghijklmnopqrstu"})], "field 'env.OPAQUE': looks like a secret"),
+        # TP sizes: a scalar, a spelled-twice size
+        ([cfg(tp=1)], "field 'tp': 1 must be a list of TP sizes, e.g. [1]"),
+        ([cfg(tp=[1, "01"])], "field 'tp': [1, '01'] lists a TP size twice"),
+        (
+            [cfg(draft_model_path=["/d"], algorithm="DFLASH")],
+            "field 'draft_model_path': ['/d'] must be a path",
+        ),
+    ],
+)
+def test_matrix_validation_gaps_are_closed(matrix: list[dict[str, Any]], expected: str) -> None:
+    errors = flt.matrix_errors(matrix, 8)
+    assert any(expected in e for e in errors), errors
+
+
+def test_implicit_ports_are_range_checked() -> None:
+    errors = flt.matrix_errors([cfg(), cfg(name="b")], 8, 65535)
+    assert errors == [
+        "config 'b': field 'port': not set, so sglbench_port_base 65535 + position 1 = 65536, outside "
+        "1024..65535; set port, or change sglbench_port_base"
+    ]
+    assert "sglbench_port_base 22 + position 0 = 22" in flt.matrix_errors([cfg()], 8, 22)[0]
+    assert flt.matrix_errors([cfg(port=31000), cfg(name="b")], 8, 65535)[0].startswith("config 'b'")
+
+
+def test_scalar_tp_gives_messages_not_a_jinja_error() -> None:
+    assert flt.tp_phases([cfg(tp=1)], "all") == []
+    assert flt.tp_errors([cfg(tp="x"), "junk"], "1")  # no exception
+
+
+def test_host_level_values_are_checked() -> None:
+    assert flt.host_errors("/opt/sglang/.venv/bin/python", {"SGLANG_LOG_MS": "1"}) == []
+    errors = flt.host_errors("-/usr/bin/python3", {"CUDA_VISIBLE_DEVICES": "1", "HF_TOKEN": "x"})
+    assert errors[0].startswith("sglbench_sglang_python: '-/usr/bin/python3' must be an absolute path")
+    assert any(
+        e.startswith("sglbench_unit_environment.CUDA_VISIBLE_DEVICES: set by sglbench") for e in errors
+    )
+    assert any(e.startswith("sglbench_unit_environment.HF_TOKEN: looks like a secret") for e in errors)
+    assert flt.host_errors("python3")  # not absolute
+
+
+def test_configs_must_exist_in_the_matrix() -> None:
+    matrix = [cfg(tp=[1, 4]), cfg(name="off", enabled=False)]
+    assert flt.configs_errors([], matrix) == []
+    assert flt.configs_errors(["ar"], matrix, "4") == []
+    assert flt.configs_errors(["nosuch"], matrix) == [
+        "configs: 'nosuch' is not a config of sglbench_matrix (configs: ar, off)"
+    ]
+    assert "is disabled" in flt.configs_errors(["off"], matrix)[0]
+    assert flt.configs_errors(["ar"], matrix, "8") == ["configs: 'ar' has no TP 8 (its TP sizes: [1, 4])"]
+
+
+def test_failure_summary_names_each_failed_attempt() -> None:
+    outcomes = [
+        {"instance": "a-tp1", "outcome": "ok", "phase": None, "cause": None},
+        {"instance": "b-tp1", "outcome": "failed", "phase": "health", "cause": "cuda_oom"},
+        {"instance": "c-tp1", "outcome": "skipped", "phase": "plan", "cause": "planned_failure"},
+    ]
+    assert flt.failure_summary(outcomes, "gpu1", "/r/run/gpu1") == (
+        "1 of 3 config attempts failed on gpu1: b-tp1 (health: cuda_oom) (every other config ran and every "
+        "GPU was freed; records in /r/run/gpu1)"
+    )
 
 
 def test_environment_lines() -> None:

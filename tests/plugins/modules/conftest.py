@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[3]
 
 # One copy of every class: alias ansible.module_utils.sglbench_<name> to sglbench.hostlib.<name>.
 for _name in ("server_api", "systemd_unit", "readiness", "nvidia_smi", "unit_files", "sglang_logs",
-              "atomic_file", "plan_inputs", "sglang_parser_dump"):
+              "atomic_file", "plan_inputs", "sglang_parser_dump", "host_guard"):
     assert (REPO / "plugins" / "module_utils" / f"sglbench_{_name}.py").is_symlink(), _name
     _mod = importlib.import_module(f"sglbench.hostlib.{_name}")
     sys.modules.setdefault(f"ansible.module_utils.sglbench_{_name}", _mod)

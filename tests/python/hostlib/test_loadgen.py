@@ -79,6 +79,43 @@ def test_spec_validation_names_the_problem():
 
 
 @pytest.mark.parametrize(
+    ("extra", "msg"),
+    [
+        ({"duration_s": float("nan")}, "duration must be a number of seconds"),
+        ({"duration_s": float("inf")}, "duration must be a number of seconds"),
+        ({"request_timeout_s": float("nan")}, "request timeout must be"),
+        ({"request_timeout_s": 0.0}, "request timeout must be"),
+        ({"sampling": loadgen.SamplingSpec(temperature=float("nan"))}, "temperature must be a finite"),
+        ({"slo": loadgen.metrics_mod.Slo(ttft_ms=float("nan"))}, "SLO ttft_ms must be a finite"),
+        ({"points": [loadgen.LoadPoint(request_rate=float("nan"))]}, "request rate must be > 0"),
+        ({"points": [loadgen.LoadPoint(concurrency=10**9)]}, "concurrency must be from 1 to 100000"),
+        ({"warmup": 10**9}, "warmup must be from 0 to 100000"),
+        ({"points": [loadgen.LoadPoint(request_rate=1e9)], "num_prompts": 10**12}, "more than 10000000"),
+        ({"max_error_rate": float("nan")}, "max_error_rate is the largest fraction"),
+        ({"max_error_rate": 2.0}, "max_error_rate is the largest fraction"),
+    ],
+)
+def test_spec_refuses_non_finite_and_huge_inputs(extra, msg):
+    """Issue 11: NaN/inf/huge inputs (the module gets them from inventories) fail validation instead of
+    hanging (a NaN duration never ends) or allocating (a 10^12-entry Poisson schedule)."""
+    base = {"url": "http://127.0.0.1:1", "prompts": [prompts.Prompt("p", "c", text="x")]}
+    spec = {"points": [loadgen.LoadPoint(concurrency=1)], **base, **extra}
+    with pytest.raises(loadgen.LoadgenError, match=msg):
+        loadgen.BenchSpec(**spec).validate()
+
+
+def test_synthetic_prompts_are_bounded_before_they_are_built():
+    with pytest.raises(prompts.PromptError, match="more than 1048576 tokens"):
+        prompts.synthetic_prompts(1, 10**11, 0)
+    with pytest.raises(prompts.PromptError, match="use fewer prompts"):
+        prompts.synthetic_prompts(64, 1 << 20, 0)  # 67M token ids
+    with pytest.raises(prompts.PromptError, match="more than 1048576 tokens"):
+        prompts.resolve_prompt_source("synthetic:99999999999999")
+    # the same ids as before the bound (campaign identities depend on them)
+    assert prompts.synthetic_prompts(2, 3, 7)[1].input_ids == (22329, 2582, 3373)
+
+
+@pytest.mark.parametrize(
     ("api", "k", "framing"),
     [
         ("native", 1, "chunked"),

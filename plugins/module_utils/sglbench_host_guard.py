@@ -1,0 +1,1 @@
+../../python/sglbench/hostlib/host_guard.py

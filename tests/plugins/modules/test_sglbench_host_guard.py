@@ -1,0 +1,171 @@
+"""The host-side guard (defect 3 of issue 11): one benchmark per GPU host, only against the start of the unit
+this campaign made; a dead campaign's client is ended by the next stop phase of the same controller."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import ansible.module_utils
+import pytest
+
+for _name in ("loadgen", "loadgen_http", "loadgen_api", "metrics", "prompts"):
+    _mod = importlib.import_module(f"sglbench.hostlib.{_name}")
+    sys.modules.setdefault(f"ansible.module_utils.sglbench_{_name}", _mod)
+    if not hasattr(ansible.module_utils, f"sglbench_{_name}"):
+        setattr(ansible.module_utils, f"sglbench_{_name}", _mod)
+
+import sglbench_host_guard  # noqa: E402
+import sglbench_prompt_bench  # noqa: E402
+
+from sglbench.hostlib import host_guard, nullserver, prompts, systemd_unit  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[3]
+ME = host_guard.Campaign("run-b", "ctl-1")
+
+
+def _holder_in_child(directory: Path, controller: str) -> subprocess.Popen[str]:
+    """An orphaned benchmark client: holds the bench lock like the module does, until killed."""
+    code = textwrap.dedent(f"""
+        import sys, time
+        from sglbench.hostlib.host_guard import Campaign, bench_guard
+        with bench_guard("sglang-a-tp1.service", "http://127.0.0.1:30000", Campaign("run-a", {controller!r}),
+                         {str(directory)!r}):
+            print("held", flush=True)
+            time.sleep(120)
+    """)
+    child = subprocess.Popen(
+        [sys.executable, "-c", code],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO / "python")},
+    )
+    assert child.stdout is not None and child.stdout.readline().strip() == "held"
+    return child
+
+
+def test_a_second_benchmark_on_the_host_is_refused_naming_the_first(tmp_path: Path) -> None:
+    child = _holder_in_child(tmp_path, "ctl-1")
+    try:
+        with (
+            pytest.raises(host_guard.GuardRefused, match=r"another benchmark is running on this host \(pid"),
+            host_guard.bench_guard("sglang-b-tp1.service", "http://127.0.0.1:30001", ME, str(tmp_path)),
+        ):
+            pass
+        holder = host_guard.read_holder(host_guard.lock_path(str(tmp_path)))
+        assert holder is not None and holder.pid == child.pid and holder.run_id == "run-a"
+    finally:
+        child.kill()
+        child.wait(10)
+    with host_guard.bench_guard("sglang-b-tp1.service", "u", ME, str(tmp_path)) as held:
+        assert held.pid == os.getpid()
+
+
+def test_the_next_stop_of_the_same_controller_ends_an_orphaned_client(tmp_path: Path) -> None:
+    child = _holder_in_child(tmp_path, "ctl-1")
+    try:
+        report = host_guard.clear_orphans(ME, str(tmp_path), grace_s=5)
+        assert report.freed and child.pid in (report.killed or [])
+        assert report.found is not None and report.found["run_id"] == "run-a"
+        assert child.wait(10) == -signal.SIGTERM
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait(10)
+    assert host_guard.clear_orphans(ME, str(tmp_path)).as_dict() == {
+        "found": None,
+        "killed": [],
+        "freed": True,
+    }
+
+
+def test_a_client_of_another_controller_is_never_killed(tmp_path: Path) -> None:
+    child = _holder_in_child(tmp_path, "ctl-2")
+    try:
+        with pytest.raises(
+            host_guard.GuardRefused, match=r"run run-a from controller ctl-2.*must not share a host"
+        ):
+            host_guard.clear_orphans(ME, str(tmp_path))
+        assert child.poll() is None
+    finally:
+        child.kill()
+        child.wait(10)
+
+
+def test_a_server_another_campaign_restarted_is_not_benchmarked() -> None:
+    host_guard.check_invocation("u", "inv1", "inv1")
+    host_guard.check_invocation("u", "", "whatever")  # no expectation (plain module use)
+    with pytest.raises(host_guard.GuardRefused, match="not the server this campaign started"):
+        host_guard.check_invocation("sglang-a-tp1.service", "inv1", "inv2")
+
+
+def test_host_guard_module(run_module, tmp_path: Path) -> None:
+    done = run_module(sglbench_host_guard, {"controller": "ctl-1", "dir": str(tmp_path)})
+    assert not done.failed and done.result["changed"] is False and done.result["found"] is None
+    child = _holder_in_child(tmp_path, "ctl-2")
+    try:
+        done = run_module(sglbench_host_guard, {"controller": "ctl-1", "dir": str(tmp_path)})
+        assert done.failed and "must not share a host" in done.result["msg"]
+    finally:
+        child.kill()
+        child.wait(10)
+    child = _holder_in_child(tmp_path, "ctl-1")
+    try:
+        done = run_module(sglbench_host_guard, {"controller": "ctl-1", "dir": str(tmp_path)}, check_mode=True)
+        assert (
+            not done.failed and done.result["killed"] == [] and child.poll() is None
+        )  # check mode: report only
+        done = run_module(sglbench_host_guard, {"controller": "ctl-1", "dir": str(tmp_path), "kill_grace": 5})
+        assert not done.failed and done.result["changed"] and done.result["freed"]
+    finally:
+        if child.poll() is None:
+            child.kill()
+        child.wait(10)
+
+
+def _bench_args(url: str, tmp_path: Path, **guard: Any) -> dict[str, Any]:
+    return {
+        "url": url,
+        "prompts": [p.to_param() for p in prompts.load_shipped_set("code")[:2]],
+        "concurrency": [1],
+        "num_prompts": 2,
+        "max_new_tokens": 4,
+        "repeats": 1,
+        "warmup": 0,
+        "guard": {"unit": "sglang-a-tp1.service", "run_id": "run-b", "controller": "ctl-1",
+                  "dir": str(tmp_path), **guard},
+    }  # fmt: skip
+
+
+def test_prompt_bench_refuses_while_another_benchmark_runs(run_module, tmp_path: Path) -> None:
+    with nullserver.NullServerThread(nullserver.NullServerConfig(chunk_tokens=2)) as srv:
+        done = run_module(sglbench_prompt_bench, _bench_args(srv.url, tmp_path))
+        assert not done.failed, done.result  # alone on the host: it runs, and leaves the lock free
+        assert not host_guard.lock_held(host_guard.lock_path(str(tmp_path)))
+        child = _holder_in_child(tmp_path, "ctl-1")
+        try:
+            t0 = time.monotonic()
+            done = run_module(sglbench_prompt_bench, _bench_args(srv.url, tmp_path))
+            assert done.failed and done.result.get("guard") is True
+            assert "refused: another benchmark is running on this host" in done.result["msg"]
+            assert time.monotonic() - t0 < 5  # refused at once, no request sent
+        finally:
+            child.kill()
+            child.wait(10)
+
+
+def test_prompt_bench_refuses_a_restarted_server(run_module, tmp_path: Path, monkeypatch) -> None:
+    state = systemd_unit.unit_state_from_props("sglang-a-tp1.service", {"InvocationID": "inv-other"})
+    monkeypatch.setattr(sglbench_prompt_bench, "read_unit_state", lambda unit: state)
+    with nullserver.NullServerThread(nullserver.NullServerConfig(chunk_tokens=2)) as srv:
+        done = run_module(sglbench_prompt_bench, _bench_args(srv.url, tmp_path, invocation_id="inv-mine"))
+    assert done.failed and "not the server this campaign started (invocation inv-other" in done.result["msg"]
+    assert json.loads(Path(host_guard.lock_path(str(tmp_path))).read_text() or "null") is None  # released

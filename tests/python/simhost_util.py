@@ -1,0 +1,174 @@
+"""Helpers for tests that drive `sglbench run` against their own sim host container (issue 11 suites)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+LOAD = {"prompt_sets": ["math"], "concurrency": [1], "repeats": 2, "num_prompts": 1000, "duration_s": 2}
+LOAD |= {"max_new_tokens": 16, "warmup": 0}
+# One small config: a run renders, verifies and installs one unit instead of the sim inventory's eight.
+MATRIX = [
+    {"name": "qwen3-8b-ar", "model_path": "/models/qwen3-8b", "tp": [1], "args": {"context_length": 8192}}
+]
+
+
+def env(name: str, **extra: str) -> dict[str, str]:
+    bindir = str(Path(sys.executable).parent)
+    return {
+        **os.environ,
+        "SGLBENCH_SIMHOST_NAME": name,
+        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+        "PATH": bindir + os.pathsep + os.environ.get("PATH", ""),
+        "PYTHONPATH": str(REPO / "python"),
+        **extra,
+    }
+
+
+def sim_host(name: str) -> Iterator[str]:
+    """Start the container (skip when the image or podman is missing), yield its name, remove it."""
+    if not os.environ.get("SGLBENCH_SIMHOST_IMAGE"):
+        pytest.skip("SGLBENCH_SIMHOST_IMAGE is not set (make test sets it after building the sim host image)")
+    if shutil.which("podman") is None:
+        pytest.skip("podman is not installed")
+    up = subprocess.run(
+        [str(REPO / "scripts" / "simhost.sh"), "up"],
+        env=env(name),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    if up.returncode != 0:
+        pytest.skip(f"could not start the sim host container: {up.stderr.strip()[-300:]}")
+    try:
+        yield name
+    finally:
+        subprocess.run(
+            [str(REPO / "scripts" / "simhost.sh"), "down"], env=env(name), capture_output=True, timeout=120
+        )
+
+
+def host(name: str, *argv: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """Run a command inside the sim host."""
+    return subprocess.run(
+        ["podman", "exec", name, *argv], env=env(name), capture_output=True, text=True, timeout=timeout
+    )
+
+
+def run_argv(
+    name: str, results: Path, locks: Path, *extra: str, load: dict[str, Any] | None = None
+) -> list[str]:
+    return [
+        sys.executable, "-m", "sglbench", "run",
+        "--inventory", str(REPO / "inventory" / "sim"), "--tp", "1",
+        "--results", str(results), "--lock-dir", str(locks),
+        "-e", f"ansible_host={name}",
+        "-e", "sglbench_matrix=" + json.dumps(MATRIX),
+        "-e", "sglbench_bench=" + json.dumps(load or LOAD),
+        *extra,
+    ]  # fmt: skip
+
+
+def start(argv: list[str], name: str, log: Path, **extra_env: str) -> subprocess.Popen[str]:
+    fh = log.open("w")
+    return subprocess.Popen(
+        argv, cwd=REPO, env=env(name, **extra_env), stdout=fh, stderr=subprocess.STDOUT, text=True
+    )
+
+
+def wait_for(cond: Callable[[], bool], timeout: float, what: str, log: Path | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        time.sleep(0.2)
+    tail = log.read_text()[-3000:] if log is not None and log.exists() else ""
+    raise AssertionError(f"timed out waiting for {what}\n{tail}")
+
+
+def gpus_free(name: str) -> bool:
+    """No compute process and no memory in use on any simulated GPU, and no SGLang unit active."""
+    smi = host(name, "nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits")
+    apps = host(name, "nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader")
+    units = host(name, "systemctl", "list-units", "--state=active,activating", "--no-legend", "sglang-*")
+    return (
+        smi.returncode == 0
+        and all(int(x or 0) == 0 for x in smi.stdout.split())
+        and not apps.stdout.strip()
+        and not units.stdout.strip()
+    )
+
+
+def bench_clients(name: str) -> list[str]:
+    """Benchmark modules running on the host (orphans of a dead campaign show up here)."""
+    ps = host(name, "ps", "-eww", "-o", "pid=,args=")
+    return [line for line in ps.stdout.splitlines() if "AnsiballZ_sglbench_prompt_bench" in line]
+
+
+class Sampler:
+    """Samples every process's argv on the controller and the sim host while a run goes on, and keeps
+    every line holding ``needle``; also counts samples that saw an SGLang server (proof it ran)."""
+
+    def __init__(self, name: str, needle: str) -> None:
+        self.name, self.needle = name, needle
+        self.hits: list[str] = []
+        self.server_seen = 0
+        self._stop = threading.Event()
+        self._t = threading.Thread(target=self._loop, daemon=True)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            ps_host = host(self.name, "ps", "-eww", "-o", "pid=,args=").stdout
+            ps_ctl = subprocess.run(["ps", "-eww", "-o", "pid=,args="], capture_output=True, text=True).stdout
+            self.server_seen += "sglang.launch_server" in ps_host
+            self.hits += [f"host: {ln}" for ln in ps_host.splitlines() if self.needle in ln]
+            self.hits += [f"controller: {ln}" for ln in ps_ctl.splitlines() if self.needle in ln]
+            self._stop.wait(0.3)
+
+    def __enter__(self) -> Sampler:
+        self._t.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._t.join(30)
+
+
+def grep_host(name: str, key: str) -> list[str]:
+    """World-readable files under /etc, /run and /var of the sim host holding ``key``, and journal lines.
+
+    The key reaches grep through a 0600 file under /root (not searched), never through an argv that a
+    :class:`Sampler` running at the same time would report as a leak."""
+    needle = "/root/.sglbench-needle"
+    find = "find /etc /run /var -xdev -type f -perm -o+r -print0 2>/dev/null"
+    script = (
+        f"umask 077; cat > {needle}; "
+        f"{find} | xargs -0 -r grep -l -F -f {needle}; "
+        f'echo "journal: $(journalctl -o cat --no-pager | grep -F -c -f {needle})"; rm -f {needle}'
+    )
+    done = subprocess.run(
+        ["podman", "exec", "-i", name, "sh", "-c", script],
+        env=env(name), input=key, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    lines = done.stdout.split("\n")
+    found = [ln for ln in lines if ln and not ln.startswith("journal: ")]
+    journal = next((ln.split(": ", 1)[1] for ln in lines if ln.startswith("journal: ")), "")
+    return found + ([f"journal: {journal} line(s)"] if journal not in ("", "0") else [])
+
+
+def grep_tree(key: str, *roots: Path) -> list[str]:
+    """Files under ``roots`` (results, lock dir) holding ``key``."""
+    return [
+        str(p) for root in roots for p in root.rglob("*") if p.is_file() and key.encode() in p.read_bytes()
+    ]
