@@ -447,6 +447,13 @@ class HttpClient:
                 f"cannot connect to {self.endpoint.url('')}: {what} (is the server up and is --url right?)"
             ) from None
         self.connections_opened += 1
+        if conn.closed:
+            # Connected, then reset before this coroutine resumed: a server that is going away (the kernel
+            # completed the handshake from its listen backlog). Nothing would ever answer on it.
+            raise HttpError(
+                f"cannot connect to {self.endpoint.url('')}: the server closed the connection at once "
+                "(is it shutting down?)"
+            )
         self._all.add(conn)
         return conn
 

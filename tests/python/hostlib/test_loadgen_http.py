@@ -187,3 +187,38 @@ def test_connection_refused_names_the_url():
 
     with pytest.raises(http.HttpError, match=r"cannot connect to http://127\.0\.0\.1:9"):
         asyncio.run(go())
+
+
+def test_connection_reset_before_the_request_fails_it_at_once(monkeypatch):
+    """A dying server: the kernel completes the handshake from its listen backlog, then resets the
+    connection before the client's coroutine resumes. The request fails at once, naming the server,
+    instead of waiting out its timeout on a connection nothing will ever answer."""
+
+    async def go() -> float:
+        loop = asyncio.get_running_loop()
+
+        class _Transport(asyncio.Transport):
+            def get_extra_info(self, name, default=None):
+                return default
+
+            def write(self, data):  # a closed socket: what is written goes nowhere
+                pass
+
+            def close(self):
+                pass
+
+        async def create_connection(factory, host, port, ssl=None):
+            conn = factory()
+            t = _Transport()
+            conn.connection_made(t)
+            conn.connection_lost(ConnectionResetError("reset by peer"))
+            return t, conn
+
+        monkeypatch.setattr(loop, "create_connection", create_connection)
+        client = http.HttpClient(http.Endpoint.from_url("http://127.0.0.1:30000"), connect_timeout=2)
+        t0 = loop.time()
+        with pytest.raises(http.HttpError, match=r"closed the connection at once"):
+            await client.request("GET", "/health", timeout=30)
+        return loop.time() - t0
+
+    assert asyncio.run(go()) < 5
