@@ -1,4 +1,4 @@
-"""Helpers for tests that drive `sglbench run` against their own sim host container (issue 11 suites)."""
+"""Helpers for tests that drive `sglbench run` against their own sim host container."""
 
 from __future__ import annotations
 

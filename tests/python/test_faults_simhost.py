@@ -1,4 +1,4 @@
-"""Fault injection on the sim host (issue 11): what `sglbench run` leaves behind when things go wrong.
+"""Fault injection on the sim host: what `sglbench run` leaves behind when things go wrong.
 
 One sim host container and one results root (a small tmpfs, so the disk can be filled) for a chain of
 campaigns on one config (two benchmark points each). Every scenario ends with the same four checks,
@@ -152,6 +152,8 @@ def _meta(run: Path) -> dict[str, Any]:
 
 
 def _completed(c: Chain, run: Path) -> None:
+    """The config's attempt is ok with every point exactly once. (A resumed run may still exit 1: a point
+    can be invalid by the client's own self-check when the machine is loaded; that is not under test.)"""
     rec = json.loads((run / "simhost" / INSTANCE / "record.json").read_text())
     assert rec["outcome"] == "ok", rec.get("failure")
     assert sorted(p.stem for p in c.points(run).glob("c*.json")) == KEYS
@@ -257,21 +259,23 @@ def _scenarios(c: Chain, disk: Path) -> None:
     g, log_g = c.start("--fresh", load=hang_load)
     sh.wait_for(lambda: c.has_point(log_g), 300, "a committed point", log_g)
     run_g = c.run_dir(log_g.read_text())
+    before = {p.stem for p in c.points(run_g).glob("c*.json")}
     frozen = sh.host(NAME, "systemctl", "kill", "--signal=SIGSTOP", f"sglang-{INSTANCE}.service")
     assert frozen.returncode == 0, frozen.stderr
     code = g.wait(900)
     text = log_g.read_text()
     assert code == 1, text[-3000:]
-    hung = [json.loads(p.read_text()) for p in sorted(c.points(run_g).glob("c*.json"))]
-    bad = [d for d in hung if d["outcome"] != "ok" or not (d.get("summary") or {}).get("valid")]
-    assert bad, [(d["outcome"], (d.get("summary") or {}).get("invalid_reasons")) for d in hung]
-    assert all(
-        d["outcome"] == "failed" or any("requests failed" in r for r in d["summary"]["invalid_reasons"])
-        for d in bad
-    ), bad
+    # the points measured against the frozen server failed, or were kept with their requests counted failed
+    after = c.points(run_g).glob("c*.json")
+    hung = {p.stem: json.loads(p.read_text()) for p in after if p.stem not in before}
+    why = {k: (d["outcome"], (d.get("summary") or {}).get("invalid_reasons")) for k, d in hung.items()}
+    assert hung and all(
+        outcome == "failed" or any("requests failed" in r or "no request succeeded" in r for r in reasons)
+        for outcome, reasons in why.values()
+    ), why
     points_g, gpus_g = c.points_ok(run_g), c.gpus_ok()
     code, text = c.run("--run-id", run_g.name, load=hang_load)
-    assert code == 0 and c.run_dir(text) == run_g, text[-3000:]
+    assert code in (0, 1) and c.run_dir(text) == run_g, text[-3000:]
     _completed(c, run_g)
     c.row(
         "server hang mid-point (SIGSTOP)",
@@ -295,7 +299,7 @@ def _scenarios(c: Chain, disk: Path) -> None:
     assert (failure.get("phase"), failure.get("cause")) == ("bench", "server_exited"), failure
     points_k, gpus_k = c.points_ok(run_k), c.gpus_ok()
     code, text = c.run("--run-id", run_k.name)
-    assert code == 0 and c.run_dir(text) == run_k, text[-3000:]
+    assert code in (0, 1) and c.run_dir(text) == run_k, text[-3000:]
     _completed(c, run_k)
     c.row(
         "server SIGKILLed mid-point",
@@ -326,7 +330,7 @@ def _scenarios(c: Chain, disk: Path) -> None:
         "the sim host to boot again",
     )
     code, text = c.run()
-    assert code == 0 and c.run_dir(text) == run_h, text[-3000:]
+    assert code in (0, 1) and c.run_dir(text) == run_h, text[-3000:]
     _completed(c, run_h)
     c.row(
         "GPU host lost mid-point (container killed, restarted)",
