@@ -1,6 +1,7 @@
 # sglbench: two commands for a newcomer.
 #   make demo   set up, then run the main job on the embedded default (sim host)
-#   make test   set up, then run every test (unit, lint, Molecule), ending in pytest's closing line
+#   make test   set up, then run every test (unit, lint, Molecule, sim host, and the real-SGLang tier
+#               where this machine can run it) in parallel lanes, ending in one line per lane and the total
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 PYTHON ?= python3
@@ -14,11 +15,11 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
 help:
 	@echo "make demo   - set up and run the sim-host campaign (bench.yml -i inventory/sim -e tp=1)"
-	@echo "make test   - set up and run every test (unit, lint, Molecule)"
+	@echo "make test   - set up and run every test (unit, lint, Molecule, real-SGLang tier when possible)"
 	@echo "make lint   - ansible-lint (production, offline), yamllint, ruff"
 	@echo "make image  - build the sim host container image if missing"
 	@echo "make real-sglang - set up the pinned real SGLang on the CPU (~11 GB, cached outside the tree)"
-	@echo "make test-real   - tests against the real SGLang CPU server (pytest -m real)"
+	@echo "make test-real   - the real-SGLang tier alone: the real server, bench.yml on the real-SGLang sim host"
 
 venv: $(VENV)/.installed
 
@@ -42,8 +43,13 @@ image: podman-conf
 
 setup: venv image
 
+# Every test in parallel lanes (scripts/test-lanes.sh): units, Molecule, sim host campaigns, fault
+# injection. The real-SGLang tier (tests/real, tests/contract's real side, docs/real-sglang.md) joins the
+# unit lane when scripts/real-sglang/tier.sh says this machine can run it (root, gcc, >= 16 GB free: it
+# sets the env up meanwhile, ~3 min cold, cached outside the tree); otherwise that script prints one line
+# saying why it is skipped. A failed set-up fails `make test` after the other tests ran.
 test: setup
-	SGLBENCH_SIMHOST_IMAGE="$$(tail -n 1 build/simhost-image.txt)" $(BIN)/python -m pytest
+	@scripts/test-lanes.sh $(BIN)/python
 
 # Everything except Molecule and the sim-host tests (no containers).
 test-fast: venv
@@ -57,9 +63,13 @@ lint: venv
 real-sglang:
 	@scripts/real-sglang-env.sh
 
-# Tests against that real server (not part of `make test` yet; they skip without the env).
-test-real: venv
-	$(BIN)/python -m pytest -m real
+# The real-SGLang tier alone (also part of `make test`): one real server on this machine (tests/real/
+# test_real_server.py), then bench.yml against the real-SGLang sim host (test_realsim_bench.py).
+test-real: setup
+	@real="$$(scripts/real-sglang/tier.sh)" || exit 1; \
+	if [ "$$real" = 1 ]; then \
+	  SGLBENCH_REAL_TIER=1 SGLBENCH_SIMHOST_IMAGE="$$(tail -n 1 build/simhost-image.txt)" $(BIN)/python -m pytest -m real; \
+	fi
 
 demo: setup
 	SGLBENCH_SIMHOST_IMAGE="$$(tail -n 1 build/simhost-image.txt)" scripts/demo.sh

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# `make test`: every test, in parallel lanes, each its own pytest session.
+#
+#   scripts/test-lanes.sh PYTHON
+#
+# Most of the suite's wall time is spent waiting on containers (Molecule, the sim host campaigns) and on
+# the real SGLang's CPU engine, not computing; one pytest session would run them one after another. The
+# lanes below run at once, each on its own containers, results and lock directories (every sim host test
+# names its container after its own pid). Meanwhile the real-SGLang gate (scripts/real-sglang/tier.sh)
+# sets up or reuses its environment; the real tier runs in the unit lane once the gate has answered.
+#
+# Each lane's whole output goes to build/test/<lane>.log and is printed when the lane ends; the last
+# lines are one line per lane and the total. Exit 0 only when every lane passed and the real tier either
+# ran or was skipped for a reason its gate printed.
+set -uo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+PY="${1:?usage: $0 PYTHON}"
+out="$root/build/test"
+rm -rf "$out"
+mkdir -p "$out"
+export SGLBENCH_SIMHOST_IMAGE="${SGLBENCH_SIMHOST_IMAGE:-$(tail -n 1 build/simhost-image.txt)}"
+
+# lane name -> pytest selection. Simhost lanes are split so that none runs much longer than the others.
+declare -A sel=(
+  [molecule]='-m molecule'
+  [campaigns]='-m simhost tests/python/test_kill_resume.py tests/python/test_runner.py'
+  [faults]='-m simhost tests/python/test_faults_simhost.py tests/python/test_secrets_simhost.py'
+)
+order=(units molecule campaigns faults)
+
+t0=$SECONDS
+# The gate: `1` in real-tier.txt when the tier runs; its one line (why not, or how long) in real-tier.log.
+(scripts/real-sglang/tier.sh >"$out/real-tier.txt" 2>"$out/real-tier.log"; echo $? >"$out/real-tier.rc") &
+
+declare -A pid
+for lane in molecule campaigns faults; do
+  # shellcheck disable=SC2086  # the selection is words
+  SGLBENCH_REAL_TIER=0 "$PY" -m pytest -p no:cacheprovider ${sel[$lane]} >"$out/$lane.log" 2>&1 &
+  pid[$lane]=$!
+done
+# The unit lane: everything without a container; then, once the gate has answered, the contract suite
+# (both sides when the tier runs, else the stand-in against the recording) and the real tier.
+(
+  "$PY" -m pytest -p no:cacheprovider -m "not molecule and not simhost" \
+    --ignore=tests/contract --ignore=tests/real
+  rc=$?
+  while [[ ! -f "$out/real-tier.rc" ]]; do sleep 1; done
+  cat "$out/real-tier.log"
+  tier="$(cat "$out/real-tier.txt")"
+  SGLBENCH_REAL_TIER="${tier:-0}" "$PY" -m pytest -p no:cacheprovider tests/contract tests/real || rc=$?
+  exit "$rc"
+) >"$out/units.log" 2>&1 &
+pid[units]=$!
+
+declare -A rc secs
+left=${#order[@]}
+while ((left > 0)); do
+  for lane in "${order[@]}"; do
+    [[ -n "${rc[$lane]:-}" ]] && continue
+    if ! kill -0 "${pid[$lane]}" 2>/dev/null; then
+      wait "${pid[$lane]}"
+      rc[$lane]=$?
+      secs[$lane]=$((SECONDS - t0))
+      left=$((left - 1))
+      echo "=================== lane $lane ended after ${secs[$lane]} s (exit ${rc[$lane]}) ==================="
+      cat "$out/$lane.log"
+    fi
+  done
+  ((left > 0)) && sleep 2
+done
+
+# One line per lane: its pytest closing lines, then the total.
+echo
+status=0
+for lane in "${order[@]}"; do
+  closing="$(grep -E '^=+ .*(passed|failed|error|skipped|deselected|no tests ran).* =+$' "$out/$lane.log" \
+    | sed -E 's/^=+ (.*) =+$/\1/' | paste -sd ';' -)"
+  echo "lane $lane (${secs[$lane]} s, exit ${rc[$lane]}): ${closing:-no pytest summary, see build/test/$lane.log}"
+  ((rc[$lane] == 0)) || status=1
+done
+gate_rc="$(cat "$out/real-tier.rc" 2>/dev/null || echo 1)"
+if [[ "$gate_rc" != 0 ]]; then
+  echo "make test: the real-SGLang tier could not be set up (build/test/real-tier.log)" >&2
+  status=1
+fi
+echo "make test: $([[ $status == 0 ]] && echo passed || echo FAILED) in $((SECONDS - t0)) s ($(cat "$out/real-tier.log" | tail -n 1))"
+exit "$status"
