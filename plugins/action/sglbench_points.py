@@ -1,7 +1,7 @@
 """Action plugin: resumable benchmark points of one config attempt, on the controller, in-process.
 
-Thin wrapper over :mod:`sglbench.resume` (the one implementation; documented in
-plugins/modules/sglbench_points.py and docs/records.md, "Resumable results"). Nothing runs on the host.
+Thin wrapper over :mod:`sglbench.resume` (the one implementation: python/sglbench/resume.py; the files
+it keeps are documented in docs/records.md, "Resumable results"). Nothing runs on the host.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 The Ansible side (``roles/sglang_cycle/templates/record.json.j2``) writes
 ``results/<run_id>/<host>/<config>-tp<N>/record.json`` with schema ``sglbench.attempt/1``; its
 ``benchmark`` field holds the load generator's ``summary.json`` (schema ``sglbench.bench/1``, written by
-``sglbench.bench_cli.campaign_summary``) and per-request rows sit beside it as ``requests.jsonl`` (or
+``sglbench.hostlib.loadgen.campaign_summary``) and per-request rows sit beside it as ``requests.jsonl`` (or
 ``requests.parquet``). This module turns those files into typed dataclasses and nothing else: no pandas,
 no statistics. A file that does not match fails with :class:`RecordError` naming the file and the field;
 optional parts (plan, probe facts, benchmark, timings) may be missing or null.

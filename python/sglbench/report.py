@@ -413,7 +413,7 @@ def plot_capacity(res: Results) -> Plot:
                 )
             )
     if not rows:
-        return Plot(key, title, None, "", "no attempt carries a capacity plan (the plan hook did not run)")
+        return Plot(key, title, None, "", "no attempt carries a capacity plan (no plan was made)")
     rows.sort(key=lambda r: r[0])
     fig = Figure(figsize=(9.5, 0.42 * len(rows) + 1.6))
     ax = fig.add_subplot(1, 1, 1)

@@ -270,7 +270,7 @@ def test_table_heads_cpu_engine_figures_with_their_label() -> None:
     assert bench_cli.format_table(summary(False, None)).startswith("native @ u")
 
 
-# -- issue 11: failed requests, exit codes, hostile numbers --------------------------------------------------
+# -- failed requests, exit codes, hostile numbers --------------------------------------------------
 def test_point_measured_while_the_server_dies_is_invalid_and_bench_exits_1(tmp_path, capsys):
     """The server stops answering mid-point (503 after 6 generation requests, as when its scheduler died):
     the point keeps what it measured but is invalid, says how many requests failed and why, and the command
@@ -399,7 +399,7 @@ def test_calibrate_hostile_numbers_fail_before_the_null_server_starts(capsys, ar
 
 
 def test_an_all_at_once_point_next_to_a_rate_point_keeps_every_file(server, tmp_path):
-    """Issue 11: `--request-rate inf,2` crashed in the Parquet copy ("inf" next to 2.0 in one column) after
+    """`--request-rate inf,2` crashed in the Parquet copy ("inf" next to 2.0 in one column) after
     measuring, and summary.json was never written."""
     key = tmp_path / "key"
     key.write_text("k3y\n")

@@ -1,4 +1,4 @@
-"""Property-based fuzz of the ``sglbench`` command line (issue 11): hostile arguments and damaged results.
+"""Property-based fuzz of the ``sglbench`` command line: hostile arguments and damaged results.
 
 Every subcommand is driven in-process through :func:`sglbench.cli.main` with generated arguments, and the
 reading commands over results directories damaged at random (truncated, binary or wrong-schema JSON,

@@ -79,7 +79,7 @@ def test_outcome_change_is_a_regression_and_cli_exits_1(
 def test_a_config_that_vanished_in_b_is_a_regression(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Issue 11: compare exited 0 when a config measured in A had no record in B."""
+    """compare exited 0 when a config measured in A had no record in B."""
     run_a = _run(tmp_path, "a", [100.0, 101.0, 99.0], [200.0, 202.0, 198.0])
     rf.write(
         tmp_path,

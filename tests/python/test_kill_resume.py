@@ -238,7 +238,7 @@ def test_server_exit_mid_benchmark_is_classified_and_the_campaign_goes_on(
     matrix[0]["env"] = {"SGLBENCH_SIM_CRASH_AFTER_REQUESTS": "12"}
     rc = _run(results, matrix, tmp_path / "run.log")
     log = (tmp_path / "run.log").read_text()[-4000:]
-    # every config ran, then the play failed with a summary naming the failed one (issue 11, defect 7)
+    # every config ran, then the play failed with a summary naming the failed one
     assert rc == 2, log
     assert "1 of 2 config attempts failed on simhost: kr-ar-tp1 (bench: server_exited)" in log, log
     host_dir = results / RUN_ID / "simhost"
@@ -262,7 +262,7 @@ def test_server_exit_mid_benchmark_is_classified_and_the_campaign_goes_on(
 def test_point_measured_while_the_server_died_is_invalid_and_never_reused(
     sim_host: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue 11, defect 1: the server dies in the middle of a point (the stand-in's scheduler exception after
+    """the server dies in the middle of a point (the stand-in's scheduler exception after
     32 finished generation requests: c1-r0 is 20, so it happens about halfway through c1-r1, whose remaining
     requests then fail). That point used to be committed ok and valid with its requests failed, and reused on
     every re-run. Now it is kept but invalid, with the failed requests counted and the error named; the

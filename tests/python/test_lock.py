@@ -140,7 +140,7 @@ def _hold_tree_in_child(lock_dir: Path, host: str) -> subprocess.Popen[str]:
 
 
 def test_a_host_stays_busy_while_an_orphaned_campaign_tree_lives(tmp_path: Path) -> None:
-    """Defect 3 of issue 11: SIGKILL of sglbench run freed the host lock while its playbook still ran."""
+    """SIGKILL of sglbench run freed the host lock while its playbook still ran."""
     child = _hold_tree_in_child(tmp_path, "gpu-1")
     try:
         with pytest.raises(lock.LockBusy) as err, lock.lock_hosts(["gpu-1"], tmp_path):

@@ -200,7 +200,7 @@ def test_console_entry_point_plans_a_hub_id():
 @pytest.mark.parametrize("flag", ["--free-gib", "--weights-gib", "--draft-weights-gib", "--gpu-mem-gib"])
 @pytest.mark.parametrize("value", ["nan", "inf", "-inf", "1e308"])
 def test_non_finite_gib_figures_exit_2_instead_of_invalid_json(flag, value, capsys):
-    """Issue 11: `--free-gib nan` was accepted and `--json` printed NaN (invalid JSON)."""
+    """`--free-gib nan` was accepted and `--json` printed NaN (invalid JSON)."""
     gpu = [] if flag == "--gpu-mem-gib" else ["--gpu", "H100"]
     rc, out, err = run(
         [*gpu, f"{flag}={value}", "--json", "--", "--model-path", str(MODELS / "qwen3-8b")], capsys

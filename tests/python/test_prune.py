@@ -57,7 +57,7 @@ def test_bad_arguments(tmp_path: Path) -> None:
 def test_results_that_is_a_file_is_an_error_not_nothing_to_do(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Issue 11: `prune --results <file>` said 'does not exist' and exited 0."""
+    """`prune --results <file>` said 'does not exist' and exited 0."""
     f = tmp_path / "results"
     f.write_text("not a directory")
     assert cli.main(["prune", "--results", str(f), "--keep", "1"]) == 2

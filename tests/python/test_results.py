@@ -222,7 +222,7 @@ def test_time_scaled_stand_in_results_are_given_at_real_world_time(tmp_path: Pat
     assert u.output_throughput_tok_s == 2000.0 and u.ttft_ms_p50 == 3.0
 
 
-# -- issue 11: damaged files are RecordErrors naming the file, never tracebacks ---------------------------
+# -- damaged files are RecordErrors naming the file, never tracebacks ---------------------------
 @pytest.mark.parametrize(
     ("data", "words"),
     [

@@ -174,7 +174,7 @@ def test_one_rerun_moves_into_one_directory_per_reason(tmp_path: Path) -> None:
     assert (stale / "record.json").is_file() and (stale / "points" / "c1-r0.json").is_file()
 
 
-# -- issue 11: a point measured while the server failed requests is never reused ------------------------
+# -- a point measured while the server failed requests is never reused ------------------------
 def test_points_with_failed_requests_are_never_reused(tmp_path: Path) -> None:
     """The defect: c1-r1 measured while the server died (n_ok 15, n_err 985) was committed ok and reused on
     every re-run. Now a re-run moves it aside as 'errors' and measures it again; the attempt whose record

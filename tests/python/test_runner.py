@@ -356,7 +356,7 @@ def test_real_run_against_the_sim_host(tmp_path: Path) -> None:
     assert list((runs[0] / "simhost" / "qwen3-8b-ar-tp1" / "points").glob("*.json"))
 
 
-# -- issue 11: one campaign per host for real, resumable after failures, secrets kept off argv --------------
+# -- one campaign per host for real, resumable after failures, secrets kept off argv --------------
 def _hold_run(
     run_dir: Path, host_lock_dir: Path | None = None, host: str = "10.0.0.1"
 ) -> subprocess.Popen[str]:

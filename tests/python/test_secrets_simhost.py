@@ -1,4 +1,4 @@
-"""The API key appears nowhere a local user could read it (issue 11, defect 5), on a real run on the sim host.
+"""The API key appears nowhere a local user could read it, on a real run on the sim host.
 
 Here the key is an inventory variable in a root-only group_vars file (what a vault gives), and the run is
 plain ``ansible-playbook``; the other supported way, ``SGLBENCH_API_KEY`` exported to ``sglbench run``, is

@@ -240,7 +240,7 @@ def test_invalid_reasons_are_digested_per_kind() -> None:
     )
 
 
-# -- issue 11: one-line errors instead of tracebacks -----------------------------------------------------
+# -- one-line errors instead of tracebacks -----------------------------------------------------
 def _one_line_error(capsys: pytest.CaptureFixture[str], prog: str) -> str:
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"sglbench {prog}: error: "), err

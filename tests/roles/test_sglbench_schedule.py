@@ -111,7 +111,7 @@ def test_run_args_after_double_dash_reach_the_role(tmp_path: Path) -> None:
     assert seen["inventory"] == "localhost,"
 
 
-# -- issue 11 (defects 5, 10): refusals are one line, before anything is installed; no secret in a unit
+# -- refusals are one line, before anything is installed; no secret in a unit
 @pytest.mark.parametrize(
     ("extra", "run_args", "expected"),
     [

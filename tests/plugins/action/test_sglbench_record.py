@@ -41,7 +41,7 @@ def test_mappings_are_written_as_json() -> None:
 def test_a_full_results_disk_fails_with_one_line_naming_the_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Defect 4 of issue 11: the record step on a full disk. The play's always-stop still runs (config.yml);
+    """the record step on a full disk. The play's always-stop still runs (config.yml);
     the failure itself must name the file and the cause, not dump a traceback."""
     import errno
     from types import SimpleNamespace

@@ -1,4 +1,4 @@
-"""The host-side guard (defect 3 of issue 11): one benchmark per GPU host, only against the start of the unit
+"""The host-side guard : one benchmark per GPU host, only against the start of the unit
 this campaign made; a dead campaign's client is ended by the next stop phase of the same controller."""
 
 from __future__ import annotations

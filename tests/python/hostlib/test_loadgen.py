@@ -96,7 +96,7 @@ def test_spec_validation_names_the_problem():
     ],
 )
 def test_spec_refuses_non_finite_and_huge_inputs(extra, msg):
-    """Issue 11: NaN/inf/huge inputs (the module gets them from inventories) fail validation instead of
+    """NaN/inf/huge inputs (the module gets them from inventories) fail validation instead of
     hanging (a NaN duration never ends) or allocating (a 10^12-entry Poisson schedule)."""
     base = {"url": "http://127.0.0.1:1", "prompts": [prompts.Prompt("p", "c", text="x")]}
     spec = {"points": [loadgen.LoadPoint(concurrency=1)], **base, **extra}

@@ -276,7 +276,7 @@ def test_by_category_splits_acceptance_by_content():
     assert s["accept_length_token_weighted"] == pytest.approx(24 / 9)
 
 
-# -- error-rate rule (issue 11) ---------------------------------------------------------------------------
+# -- error-rate rule ---------------------------------------------------------------------------
 def _ok_rec() -> dict:
     return stream_record(sent=0.0, ttft=0.05, gap=0.01, n_tokens=4, k=1)
 
