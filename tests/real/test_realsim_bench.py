@@ -253,3 +253,70 @@ def test_nothing_left_running(campaign: Campaign) -> None:
     procs = campaign.host("ps", "-eo", "pid,args", "--no-headers")
     left = [line for line in procs.stdout.splitlines() if "sglang::" in line or "launch_server" in line]
     assert left == [], left
+
+
+KILLED = "tiny-qwen2-cpu"
+KILL_RUN_ID = "realsim-killed"
+# Long enough that the kill lands inside the first point: ~400 x 64 tokens on the CPU engine.
+KILL_LOAD = {
+    "prompt_sets": ["chat"], "concurrency": [1, 2], "repeats": 1, "num_prompts": 400, "duration_s": 0,
+    "max_new_tokens": 64, "warmup": 1, "request_timeout_s": 120,
+}  # fmt: skip
+
+
+def test_real_server_killed_mid_benchmark_is_classified_from_its_journal(campaign: Campaign) -> None:
+    """SIGKILL of the real server's main process while a point runs: the attempt fails in the bench
+    phase, classified from the real journal; the point measured across the kill is not kept valid; the
+    play still ends with a failure summary and nothing left running."""
+    results = campaign.results.parent.parent
+    argv = [
+        str(Path(sys.executable).parent / "ansible-playbook"),
+        str(REPO / "bench.yml"),
+        "-i", str(INVENTORY),
+        "-e", "tp=1",
+        "-e", f"run_id={KILL_RUN_ID}",
+        "-e", f"sglbench_results_dir={results}",
+        "-e", f"ansible_host={campaign.name}",
+        "-e", json.dumps({"sglang_cycle_configs": [KILLED], "sglbench_configs": [KILLED]}),
+        "-e", json.dumps({"sglbench_bench": KILL_LOAD}),
+    ]  # fmt: skip
+    log = OBSERVED / "realsim_killed_playbook.log"
+    OBSERVED.mkdir(parents=True, exist_ok=True)
+    with log.open("w") as fh:
+        proc = subprocess.Popen(argv, cwd=REPO, env=_env(campaign.name), stdout=fh, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + 600
+            while time.monotonic() < deadline and proc.poll() is None:
+                ps = campaign.host("ps", "-eo", "args", "--no-headers").stdout
+                if "AnsiballZ_sglbench_prompt_bench" in ps:
+                    break
+                time.sleep(0.5)
+            assert proc.poll() is None, log.read_text()[-3000:]
+            time.sleep(5)  # well inside the first point
+            unit = f"sglang-{KILLED}-tp1.service"
+            shot = campaign.host("systemctl", "kill", "--kill-whom=main", "--signal=SIGKILL", unit)
+            assert shot.returncode == 0, shot.stderr
+            rc = proc.wait(PLAYBOOK_TIMEOUT)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    output = log.read_text()
+    assert rc != 0, output[-3000:]  # the play ends failed, with its summary
+    assert f"{KILLED}-tp1 (bench: " in output, output[-3000:]
+    attempt = results / KILL_RUN_ID / "realsim" / f"{KILLED}-tp1"
+    rec = json.loads((attempt / "record.json").read_text())
+    failure = rec["failure"]
+    assert rec["outcome"] == "failed" and failure["phase"] == "bench", failure
+    assert failure["cause"] == "server_exited", failure
+    assert "signal" in failure["message"] or "KILL" in failure["message"], failure
+    journal = (attempt / rec["journal"]["file"]).read_text()
+    assert "The server is fired up and ready to roll!" in journal  # the real server's own journal
+    assert "status=9/KILL" in journal, journal[-2000:]
+    for f in (attempt / "points").glob("c*.json"):  # what was committed is failed or invalid, never valid
+        doc = json.loads(f.read_text())
+        summary = doc.get("summary") or {}
+        assert doc["outcome"] == "failed" or not summary.get("valid"), (f.name, doc["outcome"], summary)
+    active = campaign.host("systemctl", "list-units", "--no-legend", "--state=active", "sglang-*")
+    assert active.stdout.strip() == "", active.stdout
+    procs = campaign.host("ps", "-eo", "pid,args", "--no-headers").stdout
+    assert not [ln for ln in procs.splitlines() if "sglang::" in ln or "launch_server" in ln], procs
