@@ -303,8 +303,10 @@ def key_tree(obj: Any) -> Any:
 
 
 def mask_numbers(text: str) -> str:
-    """Numbers not part of a name become N (token counts of text prompts differ between tokenizers)."""
-    return re.sub(r"(?<![\w.])\d+(?:\.\d+)?(?![\w])", "N", text)
+    """Numbers not part of a name become N (token counts of text prompts differ between tokenizers), with
+    their sign: the CPU engine's "mem usage=-0.00 GB" (memory freed while loading) is a number like any."""
+    masked = re.sub(r"(?<![\w.])\d+(?:\.\d+)?(?![\w])", "N", text)
+    return re.sub(r"(?<=[=:\s(\[,])-N\b", "N", masked)
 
 
 # --- the recording, the comparison, the ledger ----------------------------------------------------

@@ -464,9 +464,11 @@ LOG_LINES = {  # what the project's log reader (hostlib/sglang_logs.py) looks fo
 
 
 def log_shape(line: str) -> str:
-    """A log line without its timestamp, with numbers (not inside names) as N."""
+    """A log line without its timestamp, with numbers (not inside names, signed: the CPU engine logs
+    "mem usage=-0.00 GB" when memory was freed while loading) as N."""
     line = re.sub(r"^\[\d{4}-[^]]*\] ", "", line.strip())
-    return re.sub(r"(?<![\w.])\d+(?:\.\d+)?", "N", line)
+    masked = re.sub(r"(?<![\w.])\d+(?:\.\d+)?", "N", line)
+    return re.sub(r"(?<=[=:\s(\[,])-N\b", "N", masked)
 
 
 def test_log_lines(server: Server) -> None:
