@@ -198,10 +198,9 @@ records:
 """
 
 import contextlib
-import os
-import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.sglbench_atomic_file import write_atomic
 from ansible.module_utils.sglbench_host_guard import Campaign, GuardRefused, bench_guard, check_invocation
 from ansible.module_utils.sglbench_loadgen import (
     BenchSpec,
@@ -279,18 +278,8 @@ def load_points(p: dict, module: AnsibleModule) -> list:
 
 
 def write_records(path: str, rows: list) -> None:
-    directory = os.path.dirname(path) or "."
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".requests.", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            for row in rows:
-                f.write(dumps_compact(row) + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    """One JSON line per request, atomically (owner-only, 0600, as the records have always been)."""
+    write_atomic(path, "".join(dumps_compact(row) + "\n" for row in rows), mode=0o600)
 
 
 @contextlib.contextmanager

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from sglbench.hostlib import loadgen, metrics, prompts
+from sglbench.hostlib.atomic_file import atomic_path, write_atomic
 from sglbench.records import stand_in_time_scale
 
 SCHEMA = loadgen.SUMMARY_SCHEMA
@@ -131,17 +132,8 @@ def slo_from_args(args: argparse.Namespace) -> metrics.Slo:
 
 
 # -- output -------------------------------------------------------------------------------------------
-def _atomic_write(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+# Result files are owner-only (0600), as they have always been written.
+RESULT_MODE = 0o600
 
 
 def finite_json(obj: Any) -> Any:
@@ -171,8 +163,8 @@ def write_results(result: loadgen.CampaignResult, out: Path) -> list[Path]:
     summary_text = _dumps(loadgen.campaign_summary(result), indent=1) + "\n"
     out.mkdir(parents=True, exist_ok=True)
     written = [out / "summary.json", out / "requests.jsonl"]
-    _atomic_write(out / "requests.jsonl", lines.encode())
-    _atomic_write(out / "summary.json", summary_text.encode())
+    write_atomic(out / "requests.jsonl", lines, RESULT_MODE)
+    write_atomic(out / "summary.json", summary_text, RESULT_MODE)
     try:  # a convenience copy of requests.jsonl: its failure never costs the measurement
         parquet = write_parquet(rows, out / "requests.parquet")
     except Exception as exc:
@@ -196,14 +188,8 @@ def write_parquet(rows: list[dict[str, Any]], path: Path) -> Path | None:
     # One type per column: an all-at-once point's rate is "inf" in JSON, a float here.
     rows = [{**r, "request_rate": math.inf} if r.get("request_rate") == "inf" else r for r in rows]
     table = pa.Table.from_pylist(rows)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    os.close(fd)
-    try:
+    with atomic_path(path, RESULT_MODE) as tmp:
         pq.write_table(table, tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
     return path
 
 

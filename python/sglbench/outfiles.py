@@ -5,16 +5,21 @@ all or nothing.
 created when missing and must be writable. :func:`write_files` writes every file to a temp file beside its
 target, then renames them into place; when any write fails, every temp file is removed and no target is
 touched, so a failed command leaves neither ``.tmp`` files nor a half set of PNGs. Failures are
-:class:`OutputError`, one line naming the flag and the file.
+:class:`OutputError`, one line naming the flag and the file. Each temp file is written by the one atomic
+writer (:func:`sglbench.hostlib.atomic_file.write_temp`); only the all-or-nothing renames are here.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+
+from sglbench.hostlib import atomic_file
+
+# Output files are owner-only (0600), as they have always been written.
+OUTPUT_MODE = 0o600
 
 
 class OutputError(Exception):
@@ -53,12 +58,7 @@ def write_files(files: Sequence[tuple[Path, bytes]], flag: str = "-o") -> list[P
     try:
         for path, data in files:
             current = path
-            fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-            temps.append((tmp, path))
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
+            temps.append((atomic_file.write_temp(path, data, OUTPUT_MODE), path))
         for _, path in temps:
             current = path
             if path.is_dir():
@@ -66,9 +66,10 @@ def write_files(files: Sequence[tuple[Path, bytes]], flag: str = "-o") -> list[P
         for tmp, path in temps:
             current = path
             os.replace(tmp, path)
-    except OSError as exc:
+    except BaseException as exc:
         for tmp, _ in temps:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-        raise OutputError(f"{flag}: cannot write {current} ({_why(exc)})") from None
+            atomic_file.discard(tmp)
+        if isinstance(exc, OSError):
+            raise OutputError(f"{flag}: cannot write {current} ({_why(exc)})") from None
+        raise
     return [path for _, path in files]

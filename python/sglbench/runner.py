@@ -43,7 +43,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -52,6 +51,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from sglbench import events, tree
+from sglbench.hostlib.atomic_file import write_atomic
 from sglbench.lock import LockBusy, RunLock, default_lock_dir, holder_record, lock_hosts
 from sglbench.secretcheck import redact, redact_argv, secret_paths
 
@@ -372,11 +372,8 @@ def _yaml_error_in(path: Path) -> str | None:
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    with os.fdopen(fd, "w") as f:
-        json.dump(data, f, indent=1, default=str)
-    os.replace(tmp, path)
+    """``data`` as JSON, atomically (parents created); owner-only (0600), as ``run.json`` always was."""
+    write_atomic(path, json.dumps(data, indent=1, default=str), mode=0o600)
 
 
 @dataclass

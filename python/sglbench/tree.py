@@ -38,6 +38,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sglbench.hostlib.atomic_file import write_atomic
+
 ENV = "SGLBENCH_TREE"
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
@@ -220,15 +222,9 @@ def redact_command_artifact(path: str) -> bool:
         clean["command"] = redact_argv([str(w) for w in data["command"]])
     if clean == data:
         return False
-    tmp = f"{path}.{os.getpid()}.tmp"
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(clean, fh)
-        os.replace(tmp, path)
+        write_atomic(path, json.dumps(clean), mode=0o600)
     except OSError:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
         return False
     return True
 
@@ -243,11 +239,9 @@ class Keeper:
 
     def save(self, **kw: Any) -> None:
         self.state.update(kw)
-        path = Path(self.cfg.state_file)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}")
+        text = json.dumps(self.state, indent=1)
         with contextlib.suppress(OSError):
-            tmp.write_text(json.dumps(self.state, indent=1))
-            os.replace(tmp, path)
+            write_atomic(self.cfg.state_file, text)
 
     def say(self, text: str) -> None:
         """A line on the pty (sglbench run's artifacts) and in the log; a dead pty is fine."""

@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from sglbench.hostlib import gpus as hostlib_gpus
+from sglbench.hostlib.atomic_file import write_atomic
 from sglbench.sim.settings import SimSettings
 
 # The one table of GPU kinds (memory, nvidia-smi name, bandwidth, FLOPs) is the planner's.
@@ -123,8 +124,6 @@ def pid_alive(pid: int, start_time: str | None = None) -> bool:
 
 def register(state_dir: str, pid: int, gpus: dict[int, int], process_name: str, role: str) -> None:
     """Write (atomically) the GPU memory ``pid`` holds: ``{gpu_index: used_mib}``."""
-    directory = _procs_dir(state_dir)
-    os.makedirs(directory, exist_ok=True)
     entry = {
         "pid": pid,
         "start_time": _start_time(pid),
@@ -132,10 +131,7 @@ def register(state_dir: str, pid: int, gpus: dict[int, int], process_name: str, 
         "role": role,
         "gpus": {str(k): int(v) for k, v in gpus.items()},
     }
-    tmp = os.path.join(directory, f".{pid}.json.tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(entry, fh)
-    os.replace(tmp, os.path.join(directory, f"{pid}.json"))
+    write_atomic(os.path.join(_procs_dir(state_dir), f"{pid}.json"), json.dumps(entry))
 
 
 def unregister(state_dir: str, pid: int) -> None:
