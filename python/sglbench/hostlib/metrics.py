@@ -1,6 +1,6 @@
 """Benchmark metrics from raw request records: pure functions, stdlib only.
 
-Ships as ``ansible.module_utils.sglbench_metrics``. Input records are dicts (or objects with the same
+Ships as ``ansible.module_utils.sglbench_hostlib.metrics``. Input records are dicts (or objects with the same
 attributes) as produced by ``loadgen_api.RequestRecord.to_dict()``; times in seconds relative to the
 start of the load point.
 

@@ -1,6 +1,6 @@
 """SGLang's ``launch_server`` flags per release, read from the release catalogs.
 
-Standard library only: shipped to the GPU host as ``ansible.module_utils.sglbench_sglang_catalog``
+Standard library only: shipped to the GPU host as ``ansible.module_utils.sglbench_hostlib.sglang_catalog``
 and used by the controller, the host modules and the SGLang stand-in alike.
 
 A *catalog* is one JSON file per SGLang release (``sglang_catalogs/<release>.json``, written by
