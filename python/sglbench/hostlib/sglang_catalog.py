@@ -159,8 +159,8 @@ def select_release(version: str, available: Sequence[str]) -> tuple[str, bool]:
 
 
 def default_dir() -> str:
-    """The catalogs shipped beside this module (controller, tests, stand-in). On a GPU host the
-    modules get the directory the preflight role copied them to."""
+    """The catalogs shipped beside this module (controller, tests, stand-in). Ansible ships only the
+    Python files to a GPU host, so there the modules get a release's catalog as an argument."""
     return os.path.join(os.path.dirname(os.path.abspath(__file__)), "sglang_catalogs")
 
 
