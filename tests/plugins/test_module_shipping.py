@@ -117,7 +117,8 @@ def test_plugins_modules_import_hostlib_only_through_the_package() -> None:
     for path in sorted((REPO / "plugins" / "modules").glob("*.py")):
         imports = [line for line in path.read_text().splitlines() if line.startswith(("from ", "import "))]
         ours = [line for line in imports if "sglbench" in line]
-        assert all(line.startswith("from ansible.module_utils.sglbench_hostlib") for line in ours), (path, ours)
+        prefix = "from ansible.module_utils.sglbench_hostlib"
+        assert all(line.startswith(prefix) for line in ours), (path, ours)
     link = REPO / "plugins" / "module_utils" / "sglbench_hostlib"
     assert sorted(p.name for p in link.parent.iterdir()) == ["sglbench_hostlib"]
     assert os.readlink(link) == "../../python/sglbench/hostlib"
