@@ -23,6 +23,7 @@ from sglbench.records import stand_in_time_scale
 
 SCHEMA = loadgen.SUMMARY_SCHEMA
 
+
 class UsageError(Exception):
     """Bad command-line input; exit code 2."""
 

@@ -207,8 +207,6 @@ def to_markdown(table: pd.DataFrame, a: Results, b: Results) -> str:
     return "\n".join(lines)
 
 
-
-
 def run_compare(args: argparse.Namespace) -> int:
     if not (0 <= args.min_effect < 1) or not (0 <= args.no_ci_threshold < 1):
         print(

@@ -68,8 +68,6 @@ def select_prunable(runs: list[RunDir], keep: int, keep_days: float, now: float)
     return [r for r in candidates if not r.running and (keep_days <= 0 or r.started_at < cutoff)]
 
 
-
-
 def run_prune(args: argparse.Namespace) -> int:
     if args.keep < 1:
         print("sglbench prune: error: --keep must be >= 1 (the newest run is always kept)", file=sys.stderr)

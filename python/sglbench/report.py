@@ -748,8 +748,6 @@ def render(res: Results, out: Path, *, title: str | None = None) -> list[Path]:
     return [out, *(path for path, _ in files)]
 
 
-
-
 def run_report(args: argparse.Namespace) -> int:
     if args.out.suffix.lower() not in (".html", ".htm"):
         print(f"sglbench report: error: -o {args.out}: give an .html file name", file=sys.stderr)

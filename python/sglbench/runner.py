@@ -755,8 +755,6 @@ def _parse_extra(values: list[str]) -> dict[str, Any]:
     return out
 
 
-
-
 def options_from_args(args: argparse.Namespace) -> RunOptions:
     tp = str(args.tp).strip().lower()
     if tp != "all" and not tp.isdigit():

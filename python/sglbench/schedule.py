@@ -146,8 +146,6 @@ def check_calendar(expr: str) -> str | None:
     return None if p.returncode == 0 else (p.stderr.strip() or p.stdout.strip() or "invalid")
 
 
-
-
 def run_schedule(args: argparse.Namespace, runner_fn: RunnerFn | None = None) -> int:
     if args.run_args and args.run_args[0] == "--":
         args.run_args = args.run_args[1:]

@@ -383,9 +383,7 @@ def to_markdown(table: pd.DataFrame, res: Results) -> str:
     return "\n".join(parts)
 
 
-# -- CLI --------------------------------------------------------------------------------------------
-
-
+# -- the command (its arguments: python/sglbench/cli/summarize.py) -------------------------------
 def load_or_exit(paths: Sequence[Path], prog: str) -> Results | None:
     try:
         return load(list(paths))

@@ -19,10 +19,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 PLUGINS = sorted([*(REPO / "plugins" / "action").glob("*.py"), *(REPO / "plugins" / "filter").glob("*.py")])
 
-STANZA = '''_PYTHON_SRC = str(Path(__file__).resolve().parents[2] / "python")
+STANZA = """_PYTHON_SRC = str(Path(__file__).resolve().parents[2] / "python")
 if _PYTHON_SRC not in sys.path:  # the checkout's package, even when sglbench is not installed
     sys.path.insert(0, _PYTHON_SRC)
-'''
+"""
 # What a controller plugin may import of sglbench: the standard-library-only parts.
 STDLIB_ONLY = ("sglbench", "sglbench.hostlib", "sglbench.resume", "sglbench.secretcheck")
 

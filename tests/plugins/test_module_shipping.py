@@ -19,7 +19,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 ANSIBLE_PLAYBOOK = Path(sys.executable).with_name("ansible-playbook")
 
-MODULE = '''\
+MODULE = """\
 #!/usr/bin/python
 import json
 import sys
@@ -50,7 +50,7 @@ def main():
 
 if __name__ == "__main__":
     main()
-'''
+"""
 
 PLAYBOOK = """\
 - name: Ship hostlib
@@ -65,9 +65,23 @@ PLAYBOOK = """\
 
 # capacity, loadgen and unit_files and everything they import, directly or through a sibling.
 EXPECTED = {
-    "__init__", "atomic_file", "capacity", "checkpoint", "geometry", "gpus", "hf_cache", "loadgen",
-    "loadgen_api", "loadgen_http", "metrics", "prompts", "server_api", "sglang_args", "sglang_catalog",
-    "sglang_facts", "unit_files",
+    "__init__",
+    "atomic_file",
+    "capacity",
+    "checkpoint",
+    "geometry",
+    "gpus",
+    "hf_cache",
+    "loadgen",
+    "loadgen_api",
+    "loadgen_http",
+    "metrics",
+    "prompts",
+    "server_api",
+    "sglang_args",
+    "sglang_catalog",
+    "sglang_facts",
+    "unit_files",
 }
 
 
