@@ -62,7 +62,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "python"))
 
-from sglbench.calibrate_cli import NullServerProcesses  # noqa: E402
+from sglbench.calibrate import NullServerProcesses  # noqa: E402
 from sglbench.hostlib import loadgen, prompts  # noqa: E402
 
 CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100

@@ -97,7 +97,7 @@ import signal
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglbench_nvidia_smi import (
+from ansible.module_utils.sglbench_hostlib.nvidia_smi import (
     NvidiaSmiError,
     apps_query_argv,
     gpu_query_argv,

@@ -66,7 +66,7 @@ freed:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglbench_host_guard import Campaign, GuardRefused, clear_orphans
+from ansible.module_utils.sglbench_hostlib.host_guard import Campaign, GuardRefused, clear_orphans
 
 
 def main() -> None:

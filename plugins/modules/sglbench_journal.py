@@ -95,8 +95,8 @@ unit_state:
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglbench_sglang_logs import classify_failure, parse_startup_log
-from ansible.module_utils.sglbench_systemd_unit import (
+from ansible.module_utils.sglbench_hostlib.sglang_logs import classify_failure, parse_startup_log
+from ansible.module_utils.sglbench_hostlib.systemd_unit import (
     JournalEntry,
     first_entry_time,
     journal_argv,

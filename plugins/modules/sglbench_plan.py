@@ -189,10 +189,10 @@ error:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglbench_capacity import PlanError, plan_command
-from ansible.module_utils.sglbench_model_identity import models_identity
-from ansible.module_utils.sglbench_nvidia_smi import read_cmdline
-from ansible.module_utils.sglbench_plan_inputs import (
+from ansible.module_utils.sglbench_hostlib.capacity import PlanError, plan_command
+from ansible.module_utils.sglbench_hostlib.model_identity import models_identity
+from ansible.module_utils.sglbench_hostlib.nvidia_smi import read_cmdline
+from ansible.module_utils.sglbench_hostlib.plan_inputs import (
     PlanInputError,
     add_reclaimable,
     apps_argv,
@@ -205,14 +205,14 @@ from ansible.module_utils.sglbench_plan_inputs import (
     resolve_accounting,
     smi_argv,
 )
-from ansible.module_utils.sglbench_plan_policy import (
+from ansible.module_utils.sglbench_hostlib.plan_policy import (
     DEFAULT_AUTOTUNE_FLAGS,
     PolicyError,
     decide,
     launch_flags,
 )
-from ansible.module_utils.sglbench_sglang_args import SglangArgsError, parse_launch_args_or_raise
-from ansible.module_utils.sglbench_sglang_catalog import CatalogError, catalog_from_dict
+from ansible.module_utils.sglbench_hostlib.sglang_args import SglangArgsError, parse_launch_args_or_raise
+from ansible.module_utils.sglbench_hostlib.sglang_catalog import CatalogError, catalog_from_dict
 
 
 def build_module() -> AnsibleModule:

@@ -132,7 +132,7 @@ options:
     default: 0.0
   guard:
     description:
-      - Host-side guard (C(module_utils/sglbench_host_guard)). With it the module holds
+      - Host-side guard (C(module_utils/sglbench_hostlib/host_guard)). With it the module holds
         C(/run/sglbench/bench.lock) while it sends load and refuses to run when another benchmark holds it,
         or when I(guard.unit)'s current systemd InvocationID is not I(guard.invocation_id) (another campaign
         restarted the server).
@@ -200,9 +200,14 @@ records:
 import contextlib
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglbench_atomic_file import write_atomic
-from ansible.module_utils.sglbench_host_guard import Campaign, GuardRefused, bench_guard, check_invocation
-from ansible.module_utils.sglbench_loadgen import (
+from ansible.module_utils.sglbench_hostlib.atomic_file import write_atomic
+from ansible.module_utils.sglbench_hostlib.host_guard import (
+    Campaign,
+    GuardRefused,
+    bench_guard,
+    check_invocation,
+)
+from ansible.module_utils.sglbench_hostlib.loadgen import (
     BenchSpec,
     LoadgenError,
     LoadPoint,
@@ -215,9 +220,9 @@ from ansible.module_utils.sglbench_loadgen import (
     record_rows,
     run_campaign,
 )
-from ansible.module_utils.sglbench_metrics import Slo
-from ansible.module_utils.sglbench_prompts import PromptError, prompts_from_params, synthetic_prompts
-from ansible.module_utils.sglbench_systemd_unit import read_unit_state
+from ansible.module_utils.sglbench_hostlib.metrics import Slo
+from ansible.module_utils.sglbench_hostlib.prompts import PromptError, prompts_from_params, synthetic_prompts
+from ansible.module_utils.sglbench_hostlib.systemd_unit import read_unit_state
 
 
 def build_module() -> AnsibleModule:

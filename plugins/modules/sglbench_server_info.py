@@ -54,7 +54,11 @@ server_info:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglbench_server_api import ServerApiError, fetch_server_info, normalise_server_info
+from ansible.module_utils.sglbench_hostlib.server_api import (
+    ServerApiError,
+    fetch_server_info,
+    normalise_server_info,
+)
 
 
 def build_module() -> AnsibleModule:

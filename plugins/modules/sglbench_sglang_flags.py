@@ -82,9 +82,9 @@ import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglbench_atomic_file import write_atomic
-from ansible.module_utils.sglbench_plan_inputs import PlanInputError, parse_probe, probe_argv
-from ansible.module_utils.sglbench_sglang_parser_dump import dump_argv, parse_dump
+from ansible.module_utils.sglbench_hostlib.atomic_file import write_atomic
+from ansible.module_utils.sglbench_hostlib.plan_inputs import PlanInputError, parse_probe, probe_argv
+from ansible.module_utils.sglbench_hostlib.sglang_parser_dump import dump_argv, parse_dump
 
 
 def build_module() -> AnsibleModule:

@@ -81,7 +81,12 @@ import shutil
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglbench_unit_files import diff_entries, plan_files, read_matching, write_atomic
+from ansible.module_utils.sglbench_hostlib.unit_files import (
+    diff_entries,
+    plan_files,
+    read_matching,
+    write_atomic,
+)
 
 
 def build_module() -> AnsibleModule:

@@ -106,9 +106,9 @@ exited_at:
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglbench_readiness import READY, UNIT_ENDED, wait_ready
-from ansible.module_utils.sglbench_server_api import HEALTH_ENDPOINT, endpoint_url, http_status
-from ansible.module_utils.sglbench_systemd_unit import read_unit_state
+from ansible.module_utils.sglbench_hostlib.readiness import READY, UNIT_ENDED, wait_ready
+from ansible.module_utils.sglbench_hostlib.server_api import HEALTH_ENDPOINT, endpoint_url, http_status
+from ansible.module_utils.sglbench_hostlib.systemd_unit import read_unit_state
 
 
 def build_module() -> AnsibleModule:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -206,32 +205,6 @@ def to_markdown(table: pd.DataFrame, a: Results, b: Results) -> str:
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
-
-
-def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = subparsers.add_parser(
-        "compare",
-        help="what changed between two campaigns; regressions beyond noise flagged (exit 1)",
-        description=(__doc__ or "").split("\n\n", 1)[1].replace("%", "%%"),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("run_a", type=Path, metavar="RUN_A", help="the reference run dir")
-    p.add_argument("run_b", type=Path, metavar="RUN_B", help="the run to check")
-    p.add_argument("--format", choices=("md", "csv"), default="md")
-    p.add_argument(
-        "--min-effect",
-        type=float,
-        default=DEFAULT_MIN_EFFECT,
-        help="smallest relative change flagged when the CI excludes 1 (default 0.02)",
-    )
-    p.add_argument(
-        "--no-ci-threshold",
-        type=float,
-        default=DEFAULT_NO_CI_THRESHOLD,
-        help="relative change flagged when there is no CI (default 0.10)",
-    )
-    p.add_argument("--seed", type=int, default=bootstrap.DEFAULT_SEED, help="bootstrap seed (default 0)")
-    p.set_defaults(func=run_compare)
 
 
 def run_compare(args: argparse.Namespace) -> int:

@@ -68,22 +68,6 @@ def select_prunable(runs: list[RunDir], keep: int, keep_days: float, now: float)
     return [r for r in candidates if not r.running and (keep_days <= 0 or r.started_at < cutoff)]
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = subparsers.add_parser(
-        "prune",
-        help="delete old run directories beyond the newest N (and older than D days)",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    p.add_argument("--results", type=Path, help="results root (default $SGLBENCH_RESULTS_DIR or ./results)")
-    p.add_argument("--keep", type=int, required=True, help="keep the newest N runs")
-    p.add_argument(
-        "--keep-days", type=float, default=0.0, help="also keep runs younger than D days (default 0)"
-    )
-    p.add_argument("--dry-run", action="store_true", help="list what would be removed, remove nothing")
-    p.set_defaults(func=run_prune)
-
-
 def run_prune(args: argparse.Namespace) -> int:
     if args.keep < 1:
         print("sglbench prune: error: --keep must be >= 1 (the newest run is always kept)", file=sys.stderr)

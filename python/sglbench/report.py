@@ -748,22 +748,6 @@ def render(res: Results, out: Path, *, title: str | None = None) -> list[Path]:
     return [out, *(path for path, _ in files)]
 
 
-def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = subparsers.add_parser(
-        "report",
-        help="write one self-contained HTML report (tables + plots) of one or more runs",
-        description="Write a self-contained HTML report (inline CSS, plots embedded as PNG data URIs, no "
-        "network) of the given run(s), plus the PNGs beside it. Exit 0 written, 2 unreadable input or an "
-        "unwritable -o (then nothing is written).",
-    )
-    p.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR")
-    p.add_argument(
-        "-o", "--out", type=Path, default=Path("report.html"), help="HTML file (default report.html)"
-    )
-    p.add_argument("--title", help="page title")
-    p.set_defaults(func=run_report)
-
-
 def run_report(args: argparse.Namespace) -> int:
     if args.out.suffix.lower() not in (".html", ".htm"):
         print(f"sglbench report: error: -o {args.out}: give an .html file name", file=sys.stderr)

@@ -7,7 +7,10 @@ import json
 
 import pytest
 
-from sglbench import bench_cli, calibrate_cli, cli
+from sglbench import bench as bench_lib
+from sglbench import cli
+from sglbench.cli import bench as bench_args
+from sglbench.cli import calibrate as calibrate_args
 from sglbench.hostlib import nullserver
 
 
@@ -15,8 +18,8 @@ def main(argv: list[str]) -> int:
     """Run ``sglbench bench|calibrate`` through their own parsers (isolated from other subcommands)."""
     parser = argparse.ArgumentParser(prog="sglbench")
     sub = parser.add_subparsers(dest="command", required=True)
-    bench_cli.add_parser(sub)
-    calibrate_cli.add_parser(sub)
+    bench_args.add_parser(sub)
+    calibrate_args.add_parser(sub)
     args = parser.parse_args(argv)
     return int(args.func(args))
 
@@ -29,8 +32,8 @@ def rc_for(out) -> int:
 
 
 def test_subcommands_are_registered():
-    assert ("bench", "sglbench.bench_cli") in cli.SUBCOMMANDS
-    assert ("calibrate", "sglbench.calibrate_cli") in cli.SUBCOMMANDS
+    assert ("bench", "sglbench.cli.bench") in cli.SUBCOMMANDS
+    assert ("calibrate", "sglbench.cli.calibrate") in cli.SUBCOMMANDS
 
 
 REQUIRED_POINT_KEYS = {
@@ -89,7 +92,7 @@ def test_bench_writes_summary_and_records(server, tmp_path, capsys):
     )
     assert rc == rc_for(out)
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["schema"] == bench_cli.SCHEMA and summary["simulated"] is True
+    assert summary["schema"] == bench_lib.SCHEMA and summary["simulated"] is True
     assert [(p["concurrency"], p["repeat"]) for p in summary["points"]] == [(1, 0), (1, 1), (3, 0), (3, 1)]
     for p in summary["points"]:
         assert set(p) >= REQUIRED_POINT_KEYS
@@ -150,9 +153,9 @@ def test_bench_unreachable_server_exits_1(tmp_path, capsys):
 
 def test_default_ladder_is_capped_by_the_server(server, tmp_path):
     # The null server reports effective_max_running_requests_per_dp = 4096; --max-concurrency wins.
-    points = bench_cli.build_points(None, None, 6)
+    points = bench_lib.build_points(None, None, 6)
     assert [p.concurrency for p in points] == [1, 2, 4, 6]
-    rate_points = bench_cli.build_points([8], [1.5, 3.0], None)
+    rate_points = bench_lib.build_points([8], [1.5, 3.0], None)
     assert [(p.request_rate, p.concurrency) for p in rate_points] == [(1.5, 8), (3.0, 8)]
 
 
@@ -224,7 +227,7 @@ def test_calibrate_procs_starts_at_one_stream_per_process(tmp_path, capsys):
 
 def test_table_says_when_figures_are_at_stand_in_speed() -> None:
     """A time-scaled stand-in's figures are not real-world ones: the printed table says so and by how much."""
-    from sglbench import bench_cli
+    from sglbench import bench as bench_lib
 
     point = {
         "point": "c1",
@@ -246,15 +249,15 @@ def test_table_says_when_figures_are_at_stand_in_speed() -> None:
         "meta": {"api": "native", "url": "u", "server_info": {"sglbench_sim": {"time_scale": 0.1}}},
         "points": [point],
     }
-    text = bench_cli.format_table(scaled)
+    text = bench_lib.format_table(scaled)
     assert "stand-in time scale 0.1" in text and "rates x10" in text
     real = {"simulated": False, "meta": {"api": "native", "url": "u", "server_info": {}}, "points": [point]}
-    assert "time scale" not in bench_cli.format_table(real)
+    assert "time scale" not in bench_lib.format_table(real)
 
 
 def test_table_heads_cpu_engine_figures_with_their_label() -> None:
     """A real SGLang on its CPU engine (/server_info device cpu) is neither simulated nor a GPU figure."""
-    from sglbench import bench_cli
+    from sglbench import bench as bench_lib
 
     def summary(simulated: bool, device: str | None) -> dict:
         info = {} if device is None else {"device": device}
@@ -264,10 +267,10 @@ def test_table_heads_cpu_engine_figures_with_their_label() -> None:
             "points": [],
         }
 
-    assert bench_cli.format_table(summary(False, "cpu")).startswith("CPU ENGINE")
-    assert bench_cli.format_table(summary(True, "cpu")).startswith("SIMULATED")
-    assert bench_cli.format_table(summary(False, "cuda")).startswith("native @ u")
-    assert bench_cli.format_table(summary(False, None)).startswith("native @ u")
+    assert bench_lib.format_table(summary(False, "cpu")).startswith("CPU ENGINE")
+    assert bench_lib.format_table(summary(True, "cpu")).startswith("SIMULATED")
+    assert bench_lib.format_table(summary(False, "cuda")).startswith("native @ u")
+    assert bench_lib.format_table(summary(False, None)).startswith("native @ u")
 
 
 # -- failed requests, exit codes, hostile numbers --------------------------------------------------
@@ -376,7 +379,7 @@ def test_write_results_is_all_or_nothing_and_strict_json(tmp_path):
         loadgen.LoadPoint(concurrency=1), 0, 0, 0.0, [], {"point": "c1", "x": float("nan")}
     )
     result = loadgen.CampaignResult({"url": "u", "api": "native", "simulated": True}, [pr])
-    files = bench_cli.write_results(result, tmp_path / "o")
+    files = bench_lib.write_results(result, tmp_path / "o")
     doc = json.loads((tmp_path / "o" / "summary.json").read_text())  # strict: no NaN token inside
     assert doc["points"][0]["x"] is None and files[0].name == "summary.json"
 

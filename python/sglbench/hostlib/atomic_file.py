@@ -1,6 +1,6 @@
 """Atomic file writes (stdlib only): the one writer used on the GPU host and on the controller.
 
-Shipped to the host as ``ansible.module_utils.sglbench_atomic_file`` (unit files, the flag cache, the
+Shipped to the host as ``ansible.module_utils.sglbench_hostlib.atomic_file`` (unit files, the flag cache, the
 benchmark's per-request records) and imported on the controller (records, points and per-request files of
 a run, ``run.json``, ``sglbench bench`` results, the all-or-nothing output files of ``summarize -o`` and
 ``report -o``). A reader sees the old file or the whole new one, never a part, and a crash (even SIGKILL or

@@ -1,6 +1,6 @@
 """Capacity planner: predict what SGLang will allocate for a launch command, before launching it.
 
-Standard library only: shipped to the GPU host as ``module_utils/sglbench_capacity.py`` and used by
+Standard library only: shipped to the GPU host as ``module_utils/sglbench_hostlib/capacity.py`` and used by
 the SGLang stand-in to produce its log numbers and failures.
 
 Given the launch flags (an ``argparse.Namespace`` from ``sglang_args.parse_launch_args_or_raise``),
@@ -38,15 +38,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-try:  # on the GPU host: shipped as ansible module_utils
-    from ansible.module_utils import sglbench_checkpoint as checkpoint  # type: ignore[import-not-found]
-    from ansible.module_utils import sglbench_geometry as geometry  # type: ignore[import-not-found]
-    from ansible.module_utils import sglbench_gpus as gpus  # type: ignore[import-not-found]
-    from ansible.module_utils import sglbench_hf_cache as hf_cache  # type: ignore[import-not-found]
-    from ansible.module_utils import sglbench_sglang_args as sglang_args  # type: ignore[import-not-found]
-    from ansible.module_utils import sglbench_sglang_facts as sglang_facts  # type: ignore[import-not-found]
-except ImportError:  # controller, sim, tests
-    from sglbench.hostlib import checkpoint, geometry, gpus, hf_cache, sglang_args, sglang_facts
+from . import checkpoint, geometry, gpus, hf_cache, sglang_args, sglang_facts
 
 GiB = 1 << 30
 MiB = 1 << 20

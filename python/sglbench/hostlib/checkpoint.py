@@ -1,6 +1,6 @@
 """Weight memory per TP rank, from the checkpoint on disk (or estimated from geometry).
 
-Standard library only (ships to the GPU host as ``module_utils/sglbench_checkpoint.py``).
+Standard library only (ships to the GPU host as ``module_utils/sglbench_hostlib/checkpoint.py``).
 
 Order of evidence, best first:
 

@@ -1,6 +1,6 @@
 """Model geometry from a Hugging Face ``config.json``, as SGLang's memory accounting sees it.
 
-Standard library only: this module ships to the GPU host as ``module_utils/sglbench_geometry.py``.
+Standard library only: this module ships to the GPU host as ``module_utils/sglbench_hostlib/geometry.py``.
 
 It answers, for one model and one tensor-parallel size, the questions the KV/Mamba budget needs
 (see docs/capacity.md and the fact sheet §2.4-§2.5):

@@ -1,7 +1,7 @@
 """Known GPU kinds, the one table: memory capacity as ``nvidia-smi --query-gpu=memory.total`` reports
 it (MiB), the name ``nvidia-smi`` prints, memory bandwidth and effective BF16 FLOPs.
 
-Standard library only (ships to the GPU host as ``module_utils/sglbench_gpus.py``). The capacity
+Standard library only (ships to the GPU host as ``module_utils/sglbench_hostlib/gpus.py``). The capacity
 planner reads the memory; the SGLang stand-in (``sglbench.sim.gpus``, its ``nvidia-smi``) reads all
 of it.
 

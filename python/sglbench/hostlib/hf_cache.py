@@ -1,7 +1,7 @@
 """Find a Hugging Face hub id (``org/name``) in the local Hugging Face cache, as SGLang would.
 
-Standard library only (ships to the GPU host as ``module_utils/sglbench_hf_cache.py``). Nothing is ever
-downloaded, whatever ``HF_HUB_OFFLINE`` says: a model that is not cached is a :class:`NotCachedError`
+Standard library only (ships to the GPU host as ``module_utils/sglbench_hostlib/hf_cache.py``). Nothing is
+ever downloaded, whatever ``HF_HUB_OFFLINE`` says: a model that is not cached is a :class:`NotCachedError`
 that names the id, the revision, where it looked and how to fix it.
 
 The lookup is huggingface_hub's own (``constants.py`` and the offline path of ``snapshot_download`` /

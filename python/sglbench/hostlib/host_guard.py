@@ -1,6 +1,6 @@
 """Host-side guard: one benchmark client per GPU host, only against a server this campaign started.
 
-Shipped to the host as ``ansible.module_utils.sglbench_host_guard`` (stdlib only). The controller's
+Shipped to the host as ``ansible.module_utils.sglbench_hostlib.host_guard`` (stdlib only). The controller's
 locks (``sglbench.lock``) keep two campaigns of one controller apart, but a benchmark module already
 running on the host outlives the controller process that started it (killing ``ssh``/``podman exec``
 does not end the remote process). So, on the host:

@@ -1,6 +1,6 @@
 """Load generator: drives an SGLang server (or the null server) and records raw per-request facts.
 
-Stdlib asyncio only; ships to the GPU host as ``ansible.module_utils.sglbench_loadgen`` (siblings:
+Stdlib asyncio only; ships to the GPU host as ``ansible.module_utils.sglbench_hostlib.loadgen`` (siblings:
 ``sglbench_loadgen_http``, ``sglbench_loadgen_api``, ``sglbench_metrics``, ``sglbench_prompts``).
 
 Load shapes, per point of a campaign:
@@ -52,20 +52,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-try:  # on the GPU host: shipped as ansible module_utils
-    from ansible.module_utils import sglbench_loadgen_api as api_mod  # type: ignore[attr-defined]
-    from ansible.module_utils import sglbench_loadgen_http as http_mod  # type: ignore[attr-defined]
-    from ansible.module_utils import sglbench_metrics as metrics_mod  # type: ignore[attr-defined]
-    from ansible.module_utils import sglbench_prompts as prompts_mod  # type: ignore[attr-defined]
-    from ansible.module_utils import sglbench_server_api as server_api  # type: ignore[attr-defined]
-    from ansible.module_utils import sglbench_sglang_facts as facts  # type: ignore[attr-defined]
-except ImportError:  # controller, sim, tests
-    from sglbench.hostlib import loadgen_api as api_mod
-    from sglbench.hostlib import loadgen_http as http_mod
-    from sglbench.hostlib import metrics as metrics_mod
-    from sglbench.hostlib import prompts as prompts_mod
-    from sglbench.hostlib import server_api
-    from sglbench.hostlib import sglang_facts as facts
+from . import loadgen_api as api_mod
+from . import loadgen_http as http_mod
+from . import metrics as metrics_mod
+from . import prompts as prompts_mod
+from . import server_api
+from . import sglang_facts as facts
 
 Prompt = prompts_mod.Prompt
 RequestRecord = api_mod.RequestRecord

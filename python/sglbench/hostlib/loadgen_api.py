@@ -1,6 +1,6 @@
 """SGLang request bodies and streamed-response decoding, per API.
 
-Stdlib only; ships as ``ansible.module_utils.sglbench_loadgen_api``.
+Stdlib only; ships as ``ansible.module_utils.sglbench_hostlib.loadgen_api``.
 
 APIs:
 
@@ -28,12 +28,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-try:  # on the GPU host: shipped as ansible module_utils
-    from ansible.module_utils import sglbench_prompts as prompts_mod  # type: ignore[attr-defined]
-    from ansible.module_utils import sglbench_sglang_facts as facts  # type: ignore[attr-defined]
-except ImportError:  # controller, sim, tests
-    from sglbench.hostlib import prompts as prompts_mod
-    from sglbench.hostlib import sglang_facts as facts
+from . import prompts as prompts_mod
+from . import sglang_facts as facts
 
 Prompt = prompts_mod.Prompt
 

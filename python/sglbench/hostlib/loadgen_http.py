@@ -1,6 +1,6 @@
 """A small HTTP/1.1 client over asyncio protocols, built for streaming benchmark traffic.
 
-Stdlib only (it ships to the GPU host as ``ansible.module_utils.sglbench_loadgen_http``).
+Stdlib only (it ships to the GPU host as ``ansible.module_utils.sglbench_hostlib.loadgen_http``).
 
 Why not aiohttp/urllib: the load generator must never be the bottleneck. This client
 

@@ -1,6 +1,6 @@
 """Benchmark metrics from raw request records: pure functions, stdlib only.
 
-Ships as ``ansible.module_utils.sglbench_metrics``. Input records are dicts (or objects with the same
+Ships as ``ansible.module_utils.sglbench_hostlib.metrics``. Input records are dicts (or objects with the same
 attributes) as produced by ``loadgen_api.RequestRecord.to_dict()``; times in seconds relative to the
 start of the load point.
 
@@ -32,7 +32,7 @@ from typing import Any
 PERCENTILES: tuple[int, ...] = (50, 90, 95, 99)
 
 # Client self-check thresholds (a point is marked invalid when any is exceeded). Documented in
-# bench_cli --help and in the summary's ``client.thresholds``.
+# `sglbench bench --help` and in the summary's ``client.thresholds``.
 MAX_SEND_LATENESS_P99_MS = 5.0  # p99 of (sent − ready): the client sent late
 MAX_LOOP_LAG_P99_MS = 10.0  # p99 event-loop lag sampled every 10 ms: the loop was too busy to serve I/O
 MAX_CLIENT_CPU_FRACTION = 0.90  # process CPU time / wall time: one event-loop core saturated

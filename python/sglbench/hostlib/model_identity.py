@@ -1,6 +1,6 @@
 """Identity of a model directory on the GPU host: what a benchmark result depends on, cheaply.
 
-Stdlib only; ships to the host as ``ansible.module_utils.sglbench_model_identity`` (used by the
+Stdlib only; ships to the host as ``ansible.module_utils.sglbench_hostlib.model_identity`` (used by the
 ``sglbench_plan`` module, which already reads the same directories). Per directory: sha256 of
 ``config.json``, of ``generation_config.json`` and of the safetensors index (when present), and the
 names and sizes of the weight files (no weight bytes are read: a re-downloaded or re-quantised
@@ -16,10 +16,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-try:  # on the GPU host: shipped as ansible module_utils
-    from ansible.module_utils import sglbench_hf_cache as hf_cache  # type: ignore[import-not-found]
-except ImportError:  # controller, sim, tests
-    from sglbench.hostlib import hf_cache
+from . import hf_cache
 
 HASHED_FILES = (
     "config.json",

@@ -1,6 +1,6 @@
 """Null SGLang server: streams ``/generate`` and OpenAI SSE chunks with known, configurable timing.
 
-Stdlib only (ships as ``ansible.module_utils.sglbench_nullserver``). It has no model: every request
+Stdlib only (ships as ``ansible.module_utils.sglbench_hostlib.nullserver``). It has no model: every request
 gets exactly ``max_new_tokens`` tokens (each token is ``token_text``), in chunks of ``chunk_tokens``
 tokens, the first chunk ``ttft_s`` after the request arrived and the next ones ``gap_s`` apart. When
 ``spec`` is on, the final ``meta_info`` reports ``spec_verify_ct`` = number of chunks and
@@ -28,10 +28,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-try:  # on the GPU host: shipped as ansible module_utils
-    from ansible.module_utils import sglbench_sglang_facts as facts  # type: ignore[import-not-found]
-except ImportError:  # controller, sim, tests
-    from sglbench.hostlib import sglang_facts as facts
+from . import sglang_facts as facts
 
 NULL_SERVER_MARKER = "sglbench_null_server"
 

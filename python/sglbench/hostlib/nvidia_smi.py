@@ -1,6 +1,6 @@
 """GPU memory and compute processes from ``nvidia-smi`` CSV queries (stdlib only).
 
-Shipped to the host as ``ansible.module_utils.sglbench_nvidia_smi``. Parsing and the "who holds
+Shipped to the host as ``ansible.module_utils.sglbench_hostlib.nvidia_smi``. Parsing and the "who holds
 which GPU" report are pure functions; running nvidia-smi is a thin wrapper.
 """
 

@@ -1,6 +1,6 @@
 """What the capacity planner needs to know about the GPU host: SGLang build, GPU memory.
 
-Standard library only: shipped to the GPU host as ``ansible.module_utils.sglbench_plan_inputs`` and
+Standard library only: shipped to the GPU host as ``ansible.module_utils.sglbench_hostlib.plan_inputs`` and
 used by the ``sglbench_plan`` module. Everything here is a pure function over text (the output of a
 probe command, the files of the installed SGLang, the ``nvidia-smi`` CSV), so it is tested without a
 GPU or an SGLang install.
@@ -27,12 +27,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-try:  # on the GPU host: shipped as ansible module_utils
-    from ansible.module_utils import sglbench_capacity as capacity  # type: ignore[import-not-found]
-    from ansible.module_utils import sglbench_gpus as gpus  # type: ignore[import-not-found]
-    from ansible.module_utils import sglbench_nvidia_smi as nvidia_smi  # type: ignore[import-not-found]
-except ImportError:  # controller, sim, tests
-    from sglbench.hostlib import capacity, gpus, nvidia_smi
+from . import capacity, gpus, nvidia_smi
 
 # Printed on one line: "<version> <package dir> <sglbench marker or ->".
 PROBE_CODE = (

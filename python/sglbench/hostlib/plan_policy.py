@@ -1,6 +1,6 @@
 """What to do with a config the capacity planner predicts will fail: skip it, autotune it, or force it.
 
-Standard library only: shipped to the GPU host as ``ansible.module_utils.sglbench_plan_policy`` and
+Standard library only: shipped to the GPU host as ``ansible.module_utils.sglbench_hostlib.plan_policy`` and
 used by the ``sglbench_plan`` module (roles/sglang_cycle/tasks/plan.yml).
 
 Policies (per run):

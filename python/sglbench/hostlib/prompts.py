@@ -1,6 +1,6 @@
 """Prompt sources for the load generator: shipped sets, user JSONL, synthetic fixed-length token ids.
 
-Stdlib only; ships to the GPU host as ``ansible.module_utils.sglbench_prompts``. On the host the
+Stdlib only; ships to the GPU host as ``ansible.module_utils.sglbench_hostlib.prompts``. On the host the
 module receives prompts as a parameter list (``prompts_from_params``); on the controller a set name
 resolves to the JSONL files shipped in ``sglbench/prompts/``.
 

@@ -1,6 +1,6 @@
 """Waiting for an SGLang server to become ready while watching its systemd unit (stdlib only).
 
-Shipped to the host as ``ansible.module_utils.sglbench_readiness``. :func:`wait_ready` is pure:
+Shipped to the host as ``ansible.module_utils.sglbench_hostlib.readiness``. :func:`wait_ready` is pure:
 the unit check, the health probe, the clock and the sleep are injected, so the decision logic is
 tested without timing. One poll = one unit check (a ``systemctl show``) + one health probe; the
 loop returns as soon as the health endpoint answers 200 or the unit is no longer running.

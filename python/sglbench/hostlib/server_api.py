@@ -1,6 +1,6 @@
 """HTTP helpers for talking to a local SGLang server from the GPU host (stdlib only).
 
-Shipped to the host as ``ansible.module_utils.sglbench_server_api``. Everything SGLang-specific
+Shipped to the host as ``ansible.module_utils.sglbench_hostlib.server_api``. Everything SGLang-specific
 about the HTTP API lives here: URL building, the ``/server_info`` -> ``/get_server_info`` endpoint
 fallback, secret stripping and the normalised view of ``/server_info`` that goes into records.
 """
@@ -12,10 +12,7 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-try:  # on the GPU host: shipped as ansible module_utils
-    from ansible.module_utils import sglbench_sglang_facts as facts  # type: ignore[import-not-found]
-except ImportError:  # controller, sim, tests
-    from sglbench.hostlib import sglang_facts as facts
+from . import sglang_facts as facts
 
 HEALTH_ENDPOINT = facts.READY_ENDPOINT
 SERVER_INFO_ENDPOINTS = facts.SERVER_INFO_ENDPOINTS

@@ -1,6 +1,6 @@
 """SGLang ``launch_server`` command lines, checked the way a given SGLang release checks them.
 
-Stdlib only: shipped to the GPU host as ``ansible.module_utils.sglbench_sglang_args`` and used by
+Stdlib only: shipped to the GPU host as ``ansible.module_utils.sglbench_hostlib.sglang_args`` and used by
 the controller (``sglbench plan``, the matrix checks), the host modules and the SGLang stand-in.
 
 The flags themselves are not declared here: they come from the release's catalog
@@ -27,11 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-try:  # on the GPU host: shipped as ansible module_utils
-    from ansible.module_utils import sglbench_sglang_catalog as sglang_catalog  # type: ignore[import-not-found]
-    from ansible.module_utils import sglbench_sglang_facts as sglang_facts  # type: ignore[import-not-found]
-except ImportError:  # controller, sim, tests
-    from sglbench.hostlib import sglang_catalog, sglang_facts
+from . import sglang_catalog, sglang_facts
 
 # The speculative algorithms and the draft-token rule have one home: sglang_facts.
 SPEC_ALGORITHMS = sglang_facts.SPEC_ALGORITHMS

@@ -1,6 +1,6 @@
 """SGLang's ``launch_server`` flags per release, read from the release catalogs.
 
-Standard library only: shipped to the GPU host as ``ansible.module_utils.sglbench_sglang_catalog``
+Standard library only: shipped to the GPU host as ``ansible.module_utils.sglbench_hostlib.sglang_catalog``
 and used by the controller, the host modules and the SGLang stand-in alike.
 
 A *catalog* is one JSON file per SGLang release (``sglang_catalogs/<release>.json``, written by
@@ -159,8 +159,8 @@ def select_release(version: str, available: Sequence[str]) -> tuple[str, bool]:
 
 
 def default_dir() -> str:
-    """The catalogs shipped beside this module (controller, tests, stand-in). On a GPU host the
-    modules get the directory the preflight role copied them to."""
+    """The catalogs shipped beside this module (controller, tests, stand-in). Ansible ships only the
+    Python files to a GPU host, so there the modules get a release's catalog as an argument."""
     return os.path.join(os.path.dirname(os.path.abspath(__file__)), "sglang_catalogs")
 
 

@@ -1,7 +1,7 @@
 """Facts about SGLang the project relies on, each declared once: speculative algorithms, HTTP paths,
 result schema ids.
 
-Standard library only: shipped to the GPU host as ``ansible.module_utils.sglbench_sglang_facts``
+Standard library only: shipped to the GPU host as ``ansible.module_utils.sglbench_hostlib.sglang_facts``
 and imported by the launch-flag parser, the capacity planner, the Ansible filters, the load
 generator and the SGLang stand-in. Copies that cannot import this module (role argument specs,
 docs, Jinja templates, the stand-in's README) are compared with it by

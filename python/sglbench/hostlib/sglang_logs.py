@@ -1,6 +1,6 @@
 """SGLang server log lines: the regexes (written from SGLang's format strings) and two readers.
 
-Standard library only; shipped to the GPU host as ``module_utils/sglbench_sglang_logs.py``. The
+Standard library only; shipped to the GPU host as ``module_utils/sglbench_hostlib/sglang_logs.py``. The
 stand-in's tests parse its output with these same regexes, so the stand-in and the readers cannot
 drift apart silently.
 

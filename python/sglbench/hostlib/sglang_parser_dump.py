@@ -1,7 +1,7 @@
 """Read the launch flags of an SGLang install from its own argument parser, as a catalog.
 
 Standard library only and self-contained (no sibling imports): shipped to the GPU host as
-``ansible.module_utils.sglbench_sglang_parser_dump``, and its own source is what the host runs in the
+``ansible.module_utils.sglbench_hostlib.sglang_parser_dump``, and its own source is what the host runs in the
 SGLang interpreter (:func:`dump_argv`): there it captures the parser ``launch_server`` builds
 (``prepare_server_args``, else ``ServerArgs.add_cli_args``) and prints one JSON catalog (format:
 ``sglang_catalogs/README.md``). ``scripts/sglang_catalog.py`` converts the parsers of downloaded

@@ -1,6 +1,6 @@
 """Reading a systemd unit's state and its journal from the GPU host (stdlib only).
 
-Shipped to the host as ``ansible.module_utils.sglbench_systemd_unit``. The parsing functions are
+Shipped to the host as ``ansible.module_utils.sglbench_hostlib.systemd_unit``. The parsing functions are
 pure; the two helpers that run ``systemctl``/``journalctl`` take the command runner as an argument
 so tests can feed recorded output.
 """

@@ -1,6 +1,6 @@
 """Plan and apply a set of managed files in one directory (stdlib only).
 
-Shipped to the host as ``ansible.module_utils.sglbench_unit_files`` for the ``sglbench_unit_files``
+Shipped to the host as ``ansible.module_utils.sglbench_hostlib.unit_files`` for the ``sglbench_unit_files``
 module, which installs every SGLang systemd unit in one round trip: the controller renders the
 texts, this code decides what to write and what to remove (files carrying our marker that are no
 longer wanted), writes atomically, and builds Ansible's ``--diff`` entries.
@@ -13,10 +13,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-try:  # on the GPU host: shipped as ansible module_utils
-    from ansible.module_utils.sglbench_atomic_file import write_atomic  # type: ignore[import-not-found]
-except ImportError:  # controller, tests
-    from sglbench.hostlib.atomic_file import write_atomic
+from .atomic_file import write_atomic
 
 __all__ = ["FilePlan", "diff_entries", "plan_files", "read_matching", "write_atomic"]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import pkgutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -13,16 +14,20 @@ import pytest
 from ansible.module_utils import basic
 from ansible.module_utils.common.text.converters import to_bytes
 
+import sglbench.hostlib as hostlib
+
 REPO = Path(__file__).resolve().parents[3]
 
-# One copy of every class: alias ansible.module_utils.sglbench_<name> to sglbench.hostlib.<name>.
-for _name in ("server_api", "systemd_unit", "readiness", "nvidia_smi", "unit_files", "sglang_logs",
-              "atomic_file", "plan_inputs", "sglang_parser_dump", "host_guard"):
-    assert (REPO / "plugins" / "module_utils" / f"sglbench_{_name}.py").is_symlink(), _name
-    _mod = importlib.import_module(f"sglbench.hostlib.{_name}")
-    sys.modules.setdefault(f"ansible.module_utils.sglbench_{_name}", _mod)
-    if not hasattr(ansible.module_utils, f"sglbench_{_name}"):
-        setattr(ansible.module_utils, f"sglbench_{_name}", _mod)
+# One copy of every class: alias ansible.module_utils.sglbench_hostlib(.<name>) to sglbench.hostlib(.<name>),
+# the package plugins/module_utils/sglbench_hostlib links to (what Ansible ships to the host).
+HOSTLIB_LINK = REPO / "plugins" / "module_utils" / "sglbench_hostlib"
+assert HOSTLIB_LINK.is_symlink() and HOSTLIB_LINK.resolve() == Path(hostlib.__file__).resolve().parent
+sys.modules.setdefault("ansible.module_utils.sglbench_hostlib", hostlib)
+if not hasattr(ansible.module_utils, "sglbench_hostlib"):
+    ansible.module_utils.sglbench_hostlib = hostlib  # type: ignore[attr-defined]
+for _info in pkgutil.iter_modules(hostlib.__path__):
+    _mod = importlib.import_module(f"sglbench.hostlib.{_info.name}")
+    sys.modules.setdefault(f"ansible.module_utils.sglbench_hostlib.{_info.name}", _mod)
 if str(REPO / "plugins" / "modules") not in sys.path:
     sys.path.insert(0, str(REPO / "plugins" / "modules"))
 

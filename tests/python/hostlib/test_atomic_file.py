@@ -37,8 +37,8 @@ def test_failure_keeps_old_file_and_removes_temp(tmp_path: Path, monkeypatch: py
 
 
 def test_shipped_to_hosts_as_module_utils() -> None:
-    link = Path(__file__).resolve().parents[3] / "plugins/module_utils/sglbench_atomic_file.py"
-    assert link.is_symlink() and link.resolve() == Path(atomic_file.__file__).resolve()
+    link = Path(__file__).resolve().parents[3] / "plugins/module_utils/sglbench_hostlib"
+    assert link.is_symlink() and (link / "atomic_file.py").resolve() == Path(atomic_file.__file__).resolve()
 
 
 def test_writes_bytes_and_path_objects(tmp_path: Path) -> None:

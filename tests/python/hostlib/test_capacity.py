@@ -666,7 +666,7 @@ def test_accounting_from_installed_source_markers():
 
 
 def test_runs_as_ansible_module_utils_with_stdlib_only(tmp_path):
-    """On the GPU host only the module_utils symlinks exist: no sglbench package, no site-packages."""
+    """On the GPU host only the shipped module_utils package exists: no sglbench package, no site-packages."""
     import os
     import subprocess
     import sys
@@ -676,17 +676,18 @@ def test_runs_as_ansible_module_utils_with_stdlib_only(tmp_path):
     mu.mkdir(parents=True)
     (tmp_path / "ansible" / "__init__.py").write_text("")
     (mu / "__init__.py").write_text("")
-    names = ("capacity", "geometry", "gpus", "checkpoint", "hf_cache", "sglang_args", "sglang_catalog")
-    names += ("sglang_facts",)
+    pkg = mu / "sglbench_hostlib"
+    pkg.mkdir()
+    names = ("__init__", "capacity", "geometry", "gpus", "checkpoint", "hf_cache", "sglang_args")
+    names += ("sglang_catalog", "sglang_facts")
+    shipped = root / "plugins" / "module_utils" / "sglbench_hostlib"
     for name in names:
-        (mu / f"sglbench_{name}.py").write_text(
-            (root / "plugins" / "module_utils" / f"sglbench_{name}.py").read_text()
-        )
+        (pkg / f"{name}.py").write_text((shipped / f"{name}.py").read_text())
     # no catalog files on the host: the module gets the release's flags from preflight as a document
     catalog = root / "python" / "sglbench" / "hostlib" / "sglang_catalogs" / "0.5.23.json"
     code = (
         "import json\n"
-        "from ansible.module_utils import sglbench_capacity as c, sglbench_sglang_catalog as sc\n"
+        "from ansible.module_utils.sglbench_hostlib import capacity as c, sglang_catalog as sc\n"
         f"cat = sc.catalog_from_dict(json.load(open({str(catalog)!r})))\n"
         f"m = {str(MODELS / 'qwen3-8b')!r}\n"
         "p = c.plan_command(['--model-path', m], gpu='H100', sglang_catalog=cat)\n"

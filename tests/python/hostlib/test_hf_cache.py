@@ -222,6 +222,7 @@ def test_read_ref_refuses_to_leave_the_refs_directory(hub_cache) -> None:
 
 
 def test_shipped_to_hosts_as_module_utils() -> None:
-    link = Path(__file__).resolve().parents[3] / "plugins/module_utils/sglbench_hf_cache.py"
+    link = Path(__file__).resolve().parents[3] / "plugins/module_utils/sglbench_hostlib"
     assert link.is_symlink()
-    assert os.readlink(link) == "../../python/sglbench/hostlib/hf_cache.py"
+    assert os.readlink(link) == "../../python/sglbench/hostlib"
+    assert (link / "hf_cache.py").resolve() == Path(hf_cache.__file__).resolve()

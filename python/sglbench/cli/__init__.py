@@ -1,7 +1,8 @@
-"""The `sglbench` command: a thin dispatcher over library functions.
+"""The `sglbench` command: one thin module per subcommand in this package, over library functions.
 
-Each subcommand lives in its own module that exposes ``add_parser(subparsers)`` (which registers
-the subcommand and sets ``func`` on it) so this file only lists them.
+Each ``sglbench.cli.<name>`` holds that subcommand's argument parsing: ``add_parser(subparsers)``
+registers it and sets ``func`` to the library function that runs it. This file lists them, imports only
+the one asked for, and owns the one-line argument errors.
 """
 
 from __future__ import annotations
@@ -13,15 +14,15 @@ from typing import Any, NoReturn
 
 # (subcommand, module). A module registers its parser and sets `func(args) -> int`.
 SUBCOMMANDS: list[tuple[str, str]] = [
-    ("bench", "sglbench.bench_cli"),
-    ("calibrate", "sglbench.calibrate_cli"),
-    ("plan", "sglbench.plan_cli"),
-    ("summarize", "sglbench.summarize"),
-    ("compare", "sglbench.compare"),
-    ("run", "sglbench.runner"),
-    ("report", "sglbench.report"),
-    ("schedule", "sglbench.schedule"),
-    ("prune", "sglbench.prune"),
+    ("bench", "sglbench.cli.bench"),
+    ("calibrate", "sglbench.cli.calibrate"),
+    ("plan", "sglbench.cli.plan"),
+    ("summarize", "sglbench.cli.summarize"),
+    ("compare", "sglbench.cli.compare"),
+    ("run", "sglbench.cli.run"),
+    ("report", "sglbench.cli.report"),
+    ("schedule", "sglbench.cli.schedule"),
+    ("prune", "sglbench.cli.prune"),
 ]
 
 

@@ -15,10 +15,8 @@ import sys
 import time
 from pathlib import Path
 
-from sglbench.bench_cli import (
-    THRESHOLDS_HELP,
+from sglbench.bench import (
     UsageError,
-    _add_load_args,
     _check_common,
     _fmt,
     _prepare_out,
@@ -33,22 +31,6 @@ from sglbench.hostlib import loadgen, prompts
 MAX_SERVER_PROCS = 256
 MAX_NULL_TOKENS = 100_000  # the null server builds each response in memory
 MAX_NULL_DELAY_MS = 60_000.0  # null server time to first chunk / between chunks: a minute is already absurd
-
-
-def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    c = subparsers.add_parser(
-        "calibrate",
-        help="measure the load generator's own ceiling against a built-in null server on loopback",
-        description="Start a null SGLang server (separate process, loopback) that streams chunks with "
-        "known timing, run the same load against it and report requests/s and chunks/s the client "
-        "sustained. " + THRESHOLDS_HELP,
-    )
-    _add_load_args(c, calibrate=True)
-    c.add_argument("--chunk-tokens", type=int, default=1, help="tokens per streamed chunk (default 1)")
-    c.add_argument("--ttft-ms", type=float, default=0.0, help="null server time to first chunk (default 0)")
-    c.add_argument("--gap-ms", type=float, default=0.0, help="null server gap between chunks (default 0)")
-    c.add_argument("--server-procs", type=int, default=1, help="null server processes sharing the port")
-    c.set_defaults(func=run_calibrate)
 
 
 class NullServerProcesses:

@@ -1,1 +1,0 @@
-../../python/sglbench/hostlib/atomic_file.py

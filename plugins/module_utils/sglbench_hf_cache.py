@@ -1,1 +1,0 @@
-../../python/sglbench/hostlib/hf_cache.py

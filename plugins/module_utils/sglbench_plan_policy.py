@@ -1,1 +1,0 @@
-../../python/sglbench/hostlib/plan_policy.py

@@ -1,1 +1,0 @@
-../../python/sglbench/hostlib/sglang_catalog.py

@@ -1,1 +1,0 @@
-../../python/sglbench/hostlib/systemd_unit.py

@@ -1,0 +1,36 @@
+"""`sglbench summarize`: the arguments; the tables are built by `python/sglbench/summarize.py`."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from sglbench import bootstrap
+from sglbench.summarize import run_summarize
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = subparsers.add_parser(
+        "summarize",
+        help="per-TP tables of a run: tok/s, speedup with CI, latency, acceptance, capacity, outcome",
+        description="Load every record.json of one or more runs (several hosts merge) and print, per TP "
+        "phase, config x concurrency -> output tok/s and speedup over the autoregressive baseline with "
+        "95%% bootstrap intervals, TTFT/ITL p50/p99, acceptance length, KV tokens predicted vs observed "
+        "and the outcome. Exit 0 when every attempt is ok, 1 when some failed or were skipped, 2 on "
+        "unreadable input or an unwritable -o.",
+    )
+    p.add_argument(
+        "run_dirs", nargs="+", type=Path, metavar="RUN_DIR", help="results/<run_id> (or a results root)"
+    )
+    p.add_argument(
+        "--format", choices=("md", "csv", "parquet"), default="md", help="output format (default md)"
+    )
+    p.add_argument("-o", "--out", type=Path, help="write to this file (required for parquet)")
+    p.add_argument("--seed", type=int, default=bootstrap.DEFAULT_SEED, help="bootstrap seed (default 0)")
+    p.add_argument(
+        "--bootstrap",
+        type=int,
+        default=bootstrap.DEFAULT_BOOT,
+        help=f"bootstrap replicates, {bootstrap.MIN_BOOT} to {bootstrap.MAX_BOOT} (default 2000)",
+    )
+    p.set_defaults(func=run_summarize)
