@@ -110,15 +110,8 @@ def _frames_config() -> list[tuple[str, int, str, str]]:
 
 
 def _frames_worker_assert() -> list[tuple[str, int, str, str]]:
-    return [
-        *_frames_worker(),
-        (
-            f"{SGLANG_SRC}/srt/managers/tp_worker.py",
-            296,
-            "__init__",
-            'assert self.max_running_requests > 0, "max_running_request is zero"',
-        ),
-    ]
+    check = 'assert self.max_running_requests > 0, "max_running_request is zero"'
+    return [*_frames_worker(), (f"{SGLANG_SRC}/srt/managers/tp_worker.py", 296, "__init__", check)]
 
 
 def _load_failure(
@@ -253,6 +246,11 @@ class _Boot:
     @property
     def capture(self) -> list[int]:
         return _capture_bs(self.plan.cuda_graph_max_bs, self.plan.max_running_requests)
+
+    def take(self, gib: float) -> None:
+        """A phase took ``gib`` per rank."""
+        self.avail -= gib
+        self.used += gib
 
     def kv_line(self, k: float, v: float) -> str:
         dtype_part = f"dtype: {self.plan.kv_dtype}, " if self.plan.accounting != "A" else ""
@@ -543,8 +541,7 @@ class SimServer:
         dload = draft_w / settings.load_gibps
         log.ranks(lambda r: f"Load weight begin. avail mem={boot.avail:.2f} GB")
         self.sleep(dload)
-        boot.avail -= draft_w
-        boot.used += draft_w
+        boot.take(draft_w)
         log.ranks(
             lambda r: (
                 f"Load weight end. elapsed={settings.scaled(dload):.2f} s, "
@@ -590,8 +587,7 @@ class SimServer:
             - (boot.draft_weights_gib if plan.accounting == "C" else 0.0)
             - plan.pool_end_avail_gib
         )
-        boot.avail -= pool_used
-        boot.used += pool_used
+        boot.take(pool_used)
         log.ranks(lambda r: f"Memory pool end. avail mem={boot.avail:.2f} GB")
         self._hold(lambda r: boot.used)
 
@@ -603,8 +599,7 @@ class SimServer:
         log.ranks(lambda r: f"{begin} avail mem={boot.avail:.2f} GB")
         log.ranks(lambda r: f"Capture cuda graph bs {boot.capture}")
         self.sleep(settings.graph_seconds)
-        boot.avail -= gib
-        boot.used += gib
+        boot.take(gib)
         log.ranks(
             lambda r: (
                 f"Capture cuda graph end. Time elapsed: {settings.scaled(settings.graph_seconds):.2f} s. "
@@ -614,15 +609,14 @@ class SimServer:
         self._hold(lambda r: boot.used)
 
     def _start_draft_worker(self, boot: _Boot) -> None:
-        """Accounting A and B: the draft's weights and KV pool, from what the target left."""
+        """Accounting other than C: the draft's weights and KV pool, from what the target left."""
         log, plan = self.log, boot.plan
         self._load_draft_weights(boot)
         if not self.follows_contract:
             log.ranks(lambda r: f"Using KV cache dtype: {plan.kv_dtype}")
         log.ranks(lambda r: boot.kv_line(plan.draft_k_size_gib, plan.draft_v_size_gib))
         dkv = plan.draft_k_size_gib + plan.draft_v_size_gib
-        boot.avail -= dkv
-        boot.used += dkv
+        boot.take(dkv)
         log.ranks(lambda r: f"Memory pool end. avail mem={boot.avail:.2f} GB")
         self._hold(lambda r: boot.used)
 
