@@ -168,6 +168,9 @@ class _Exchange:
 
         De-chunked body pieces of one read are joined and handed to the body sink once, so a read that
         carries many small HTTP chunks (one SSE event each, as SGLang sends them) costs one SSE split.
+        The body states stay inline in this loop, as one function: it is the load generator's hot path,
+        and a method call (or a shared branch) per chunk piece costs measurably, about 5 % of the
+        parser's CPU where chunks straddle reads. The once-per-response states are methods.
         """
         resp = self.resp
         if resp.first_byte_t is None:
@@ -190,10 +193,7 @@ class _Exchange:
                 try:
                     size = int(line, 16)
                 except ValueError:
-                    try:
-                        size = int(line.split(b";", 1)[0].strip(), 16)
-                    except ValueError:
-                        raise HttpError(f"malformed chunk size {line[:40]!r}") from None
+                    size = _chunk_size_with_extension(line)
                 if size == 0:
                     state = _TRAILER
                 elif pos + size + 2 <= n:  # whole chunk and its CRLF in this read: the fast path
@@ -230,7 +230,7 @@ class _Exchange:
                     break
                 pos += 2
                 state = _CHUNK_SIZE
-            elif state == _BODY_LEN:
+            elif state == _BODY_LEN:  # as _CHUNK_DATA, spelled out: one branch test less per chunk piece
                 take = min(self._remaining, n - pos)
                 parts.append(buf[pos : pos + take])
                 pos += take
@@ -241,15 +241,11 @@ class _Exchange:
                 parts.append(buf[pos:])
                 pos = n
             elif state == _HEAD:
-                end = buf.find(b"\r\n\r\n", pos)
-                if end < 0:
-                    if n - pos > MAX_HEADER_BYTES:
-                        raise HttpError("response header larger than 64 KiB")
+                head = self._feed_head(buf, pos, n, t)
+                if head is None:
                     break
-                state = self._parse_head(buf[pos:end])
+                state, pos = head
                 sse = self.sse
-                resp.headers_t = t
-                pos = end + 4
             elif state == _TRAILER:
                 eol = buf.find(b"\r\n", pos)
                 if eol < 0:
@@ -257,17 +253,7 @@ class _Exchange:
                 state = _DONE if eol == pos else _TRAILER  # an empty line ends the trailer
                 pos = eol + 2
             else:  # _DONE
-                self._state = _DONE
-                self._buf = b""
-                if pos < n:
-                    raise HttpError("server sent bytes after the end of the response")
-                if parts:
-                    self._body(parts[0] if len(parts) == 1 else b"".join(parts), payloads)
-                if payloads:
-                    self._emit(payloads, t)
-                resp.end_t = t
-                self._finish_sse(t)
-                return True
+                return self._complete(pos < n, parts, payloads, t)
         self._state = state
         self._buf = buf[pos:] if pos < n else b""
         if parts:
@@ -275,6 +261,32 @@ class _Exchange:
         if payloads:
             self._emit(payloads, t)
         return False
+
+    def _feed_head(self, buf: bytes, pos: int, n: int, t: float) -> tuple[int, int] | None:
+        """The response head from ``pos``: the body state and where the body starts, or None while the
+        head is incomplete."""
+        end = buf.find(b"\r\n\r\n", pos)
+        if end < 0:
+            if n - pos > MAX_HEADER_BYTES:
+                raise HttpError("response header larger than 64 KiB")
+            return None
+        state = self._parse_head(buf[pos:end])
+        self.resp.headers_t = t
+        return state, end + 4
+
+    def _complete(self, trailing: bool, parts: list[bytes], payloads: list[bytes], t: float) -> bool:
+        """The response ended in this read: hand over its last body bytes and events."""
+        self._state = _DONE
+        self._buf = b""
+        if trailing:
+            raise HttpError("server sent bytes after the end of the response")
+        if parts:
+            self._body(parts[0] if len(parts) == 1 else b"".join(parts), payloads)
+        if payloads:
+            self._emit(payloads, t)
+        self.resp.end_t = t
+        self._finish_sse(t)
+        return True
 
     def _parse_head(self, head: bytes) -> int:
         """Parse status and headers; return the body state."""
@@ -318,6 +330,14 @@ class _Exchange:
             self._state = _DONE
             return True
         return False
+
+
+def _chunk_size_with_extension(line: bytes) -> int:
+    """A chunk-size line with a ``;name=value`` extension (or blanks) after the hex size."""
+    try:
+        return int(line.split(b";", 1)[0].strip(), 16)
+    except ValueError:
+        raise HttpError(f"malformed chunk size {line[:40]!r}") from None
 
 
 def _join_data_lines(event: bytes) -> bytes:

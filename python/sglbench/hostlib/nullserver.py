@@ -91,91 +91,118 @@ class NullServerState:
     def events(self, route: str, body: dict[str, Any]) -> tuple[list[bytes], int]:
         """SSE event bytes (each ``data: ...\\n\\n``) for one request, and its number of verify steps."""
         cfg = self.config
-        if route == "native":
-            sp = body.get("sampling_params") or {}
-            n_out = int(sp.get("max_new_tokens", cfg.default_max_new_tokens))
-            if "input_ids" in body and isinstance(body["input_ids"], list):
-                n_in = len(body["input_ids"])
-            else:
-                n_in = max(1, len(str(body.get("text", "")).split()))
-        else:
-            n_out = int(
-                body.get("max_tokens") or body.get("max_completion_tokens") or cfg.default_max_new_tokens
-            )
-            if route == "chat":
-                n_in = max(1, sum(len(str(m.get("content", "")).split()) for m in body.get("messages") or []))
-            else:
-                prompt = body.get("prompt", "")
-                n_in = len(prompt) if isinstance(prompt, list) else max(1, len(str(prompt).split()))
-            opts = body.get("stream_options") or {}
-            continuous = bool(opts.get("continuous_usage_stats")) and cfg.usage_every_chunk
-            include_usage = bool(opts.get("include_usage"))
+        shape = _RequestShape.of(route, body, cfg)
+        n_in, n_out = shape.n_in, shape.n_out
         k = max(1, cfg.chunk_tokens)
         steps = math.ceil(n_out / k) if n_out > 0 else 0
         key: tuple[Any, ...]
-        key = (route, n_in, n_out) if route == "native" else (route, n_in, n_out, continuous, include_usage)
+        if route == "native":
+            key = (route, n_in, n_out)
+        else:
+            key = (route, n_in, n_out, shape.continuous, shape.include_usage)
         cached = self._cache.get(key)
         if cached is not None:
             return cached, steps
-        out: list[bytes] = []
-        tok = cfg.token_text
         if route == "native":
-            for s in range(steps):
-                n = min(n_out, (s + 1) * k)
-                last = n == n_out
-                meta: dict[str, Any] = {
-                    "id": "null",
-                    "finish_reason": {"type": "length", "length": n_out} if last else None,
-                    "prompt_tokens": n_in,
-                    "completion_tokens": n,
-                    "cached_tokens": 0,
-                }
-                if last and cfg.spec:
-                    meta.update(
-                        spec_verify_ct=steps,
-                        spec_accept_length=n_out / steps,
-                        spec_accept_token_num=n_out - steps,
-                        spec_draft_token_num=steps * (k - 1),
-                        spec_accept_rate=((n_out - steps) / (steps * (k - 1))) if k > 1 else 1.0,
-                    )
-                obj = {"text": tok * n, "output_ids": list(range(n)), "meta_info": meta}
-                out.append(b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n")
+            out = _native_events(cfg, shape, steps, k)
         else:
-            kind = "chat.completion.chunk" if route == "chat" else "text_completion"
-            for s in range(steps):
-                n = min(n_out, (s + 1) * k)
-                prev = min(n_out, s * k)
-                text = tok * (n - prev)
-                fr = "length" if n == n_out else None
-                choice: dict[str, Any] = {"index": 0, "finish_reason": fr}
-                if route == "chat":
-                    choice["delta"] = {"content": text}
-                else:
-                    choice["text"] = text
-                obj = {"id": "null", "object": kind, "model": "sglbench-null", "choices": [choice]}
-                obj["usage"] = (
-                    {"prompt_tokens": n_in, "completion_tokens": n, "total_tokens": n_in + n}
-                    if continuous
-                    else None
-                )
-                out.append(b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n")
-            if include_usage:
-                obj = {
-                    "id": "null",
-                    "object": kind,
-                    "model": "sglbench-null",
-                    "choices": [],
-                    "usage": {
-                        "prompt_tokens": n_in,
-                        "completion_tokens": n_out,
-                        "total_tokens": n_in + n_out,
-                    },
-                }
-                out.append(b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n")
+            out = _openai_events(cfg, route, shape, steps, k)
         out.append(b"data: [DONE]\n\n")
         if len(self._cache) < 256:
             self._cache[key] = out
         return out, steps
+
+
+@dataclass(frozen=True)
+class _RequestShape:
+    """What of a request body decides its answer: prompt and output length, and (OpenAI) usage options."""
+
+    n_in: int
+    n_out: int
+    continuous: bool = False  # usage on every chunk (stream_options.continuous_usage_stats)
+    include_usage: bool = False  # a closing usage chunk (stream_options.include_usage)
+
+    @classmethod
+    def of(cls, route: str, body: dict[str, Any], cfg: NullServerConfig) -> _RequestShape:
+        if route == "native":
+            sp = body.get("sampling_params") or {}
+            n_out = int(sp.get("max_new_tokens", cfg.default_max_new_tokens))
+            if "input_ids" in body and isinstance(body["input_ids"], list):
+                return cls(len(body["input_ids"]), n_out)
+            return cls(max(1, len(str(body.get("text", "")).split())), n_out)
+        n_out = int(body.get("max_tokens") or body.get("max_completion_tokens") or cfg.default_max_new_tokens)
+        if route == "chat":
+            n_in = max(1, sum(len(str(m.get("content", "")).split()) for m in body.get("messages") or []))
+        else:
+            prompt = body.get("prompt", "")
+            n_in = len(prompt) if isinstance(prompt, list) else max(1, len(str(prompt).split()))
+        opts = body.get("stream_options") or {}
+        continuous = bool(opts.get("continuous_usage_stats")) and cfg.usage_every_chunk
+        return cls(n_in, n_out, continuous, bool(opts.get("include_usage")))
+
+
+def _event(obj: dict[str, Any]) -> bytes:
+    return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
+
+
+def _native_events(cfg: NullServerConfig, shape: _RequestShape, steps: int, k: int) -> list[bytes]:
+    """/generate: each event carries the whole text so far; the last one the finish reason (and the
+    speculative counters when ``spec`` is on)."""
+    n_in, n_out = shape.n_in, shape.n_out
+    out: list[bytes] = []
+    for s in range(steps):
+        n = min(n_out, (s + 1) * k)
+        last = n == n_out
+        meta: dict[str, Any] = {
+            "id": "null",
+            "finish_reason": {"type": "length", "length": n_out} if last else None,
+            "prompt_tokens": n_in,
+            "completion_tokens": n,
+            "cached_tokens": 0,
+        }
+        if last and cfg.spec:
+            meta.update(
+                spec_verify_ct=steps,
+                spec_accept_length=n_out / steps,
+                spec_accept_token_num=n_out - steps,
+                spec_draft_token_num=steps * (k - 1),
+                spec_accept_rate=((n_out - steps) / (steps * (k - 1))) if k > 1 else 1.0,
+            )
+        out.append(_event({"text": cfg.token_text * n, "output_ids": list(range(n)), "meta_info": meta}))
+    return out
+
+
+def _openai_events(
+    cfg: NullServerConfig, route: str, shape: _RequestShape, steps: int, k: int
+) -> list[bytes]:
+    """/v1/completions and /v1/chat/completions: each chunk carries the new text, then the usage chunk
+    if asked for."""
+    n_in, n_out = shape.n_in, shape.n_out
+    kind = "chat.completion.chunk" if route == "chat" else "text_completion"
+    out: list[bytes] = []
+    for s in range(steps):
+        n = min(n_out, (s + 1) * k)
+        prev = min(n_out, s * k)
+        text = cfg.token_text * (n - prev)
+        fr = "length" if n == n_out else None
+        choice: dict[str, Any] = {"index": 0, "finish_reason": fr}
+        if route == "chat":
+            choice["delta"] = {"content": text}
+        else:
+            choice["text"] = text
+        obj = {"id": "null", "object": kind, "model": "sglbench-null", "choices": [choice]}
+        obj["usage"] = (
+            {"prompt_tokens": n_in, "completion_tokens": n, "total_tokens": n_in + n}
+            if shape.continuous
+            else None
+        )
+        out.append(_event(obj))
+    if shape.include_usage:
+        usage = {"prompt_tokens": n_in, "completion_tokens": n_out, "total_tokens": n_in + n_out}
+        out.append(
+            _event({"id": "null", "object": kind, "model": "sglbench-null", "choices": [], "usage": usage})
+        )
+    return out
 
 
 def _chunk(data: bytes) -> bytes:

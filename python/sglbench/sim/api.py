@@ -224,6 +224,51 @@ def _as_int(value: object, name: str, default: int | None) -> int | None:
     return int(value)
 
 
+def _choice(key: str, value: object, reason: str | None, matched: Any) -> dict[str, Any]:
+    """One OpenAI choice: ``key`` is ``text`` (completions), ``message`` or ``delta`` (chat)."""
+    return {"index": 0, key: value, "logprobs": None, "finish_reason": reason, "matched_stop": matched}
+
+
+@dataclass(frozen=True)
+class _Envelope:
+    """The fields every OpenAI answer or streamed chunk of one request starts with."""
+
+    rid: str
+    object: str
+    created: int
+    model: str
+
+    def body(self, choices: list[dict[str, Any]], **rest: Any) -> dict[str, Any]:
+        head = {"id": self.rid, "object": self.object, "created": self.created, "model": self.model}
+        return {**head, "choices": choices, **rest}
+
+
+@dataclass(frozen=True)
+class _OpenAIRoute:
+    """What sets /v1/completions and /v1/chat/completions apart in the flow they share."""
+
+    chat: bool
+    answer_object: str  # ``object`` of the whole answer
+    chunk_object: str  # ``object`` of a streamed chunk
+    default_max_new: int | None  # max_new_tokens when the request gives none (None: what fits)
+    closing_usage_details: bool  # the include_usage chunk's usage carries the ``*_details``
+
+
+_COMPLETIONS = _OpenAIRoute(False, "text_completion", "text_completion", 16, False)
+_CHAT = _OpenAIRoute(True, "chat.completion", "chat.completion.chunk", None, True)
+# the answer's one choice from its visible text, finish reason and matched stop
+ChoiceOf = Callable[[str, str | None, Any], dict[str, Any]]
+# the streamed chunks of a request, before the usage chunk and [DONE]
+EventsOf = Callable[[SimRequest, _Envelope, bool], AsyncIterator[bytes]]
+
+
+def _family(lines: list[str], name: str, kind: str, samples: list[str]) -> None:
+    """A Prometheus family, written only once it has a sample (as SGLang's multiprocess registry)."""
+    if samples:
+        lines.extend([f"# HELP sglang:{name} {name.replace('_', ' ')}.", f"# TYPE sglang:{name} {kind}"])
+        lines.extend(samples)
+
+
 class SimApp:
     """Request handling for one stand-in server."""
 
@@ -657,31 +702,9 @@ class SimApp:
 
     async def generate(self, request: Request) -> Response | StreamingResponse:
         body = self._body(request)
-        text, input_ids = body.get("text"), body.get("input_ids")
-        if text is None and input_ids is None:
-            raise ApiError(400, "Either text, input_ids or input_embeds should be provided.")
-        if input_ids is not None:  # SGLang uses the ids when both are given
-            text = None
+        prompts, batch = self._generate_prompts(body)
         sp = body.get("sampling_params") or {}
         stream = bool(body.get("stream", False))
-        prompts: list[list[int]]
-        batch = False
-        if text is not None:
-            if isinstance(text, str):
-                prompts = [textgen.encode(text, self.facts.vocab_size)]
-            elif isinstance(text, list) and all(isinstance(t, str) for t in text):
-                batch = True
-                prompts = [textgen.encode(t, self.facts.vocab_size) for t in text]
-            else:
-                raise ApiError(400, "text must be a string or a list of strings")
-        else:
-            if isinstance(input_ids, list) and all(isinstance(i, int) for i in input_ids):
-                prompts = [list(input_ids)]
-            elif isinstance(input_ids, list) and all(isinstance(i, list) for i in input_ids):
-                batch = True
-                prompts = [list(x) for x in input_ids]
-            else:
-                raise ApiError(400, "input_ids must be a list of ints or a list of lists of ints")
         if batch and stream:
             raise ApiError(400, "sglbench sim: streaming a batch /generate request is not supported")
         self._check_fault()
@@ -690,63 +713,86 @@ class SimApp:
         if isinstance(rids, str) and not batch:
             sps = [{**sps[0], "_rid": rids}] if isinstance(sps[0], dict) else sps
         if stream:
-            # A streamed /generate has sent its 200 before anything is checked: a refused request
-            # ends the event stream with an error event, an aborted one with an ``abort`` chunk.
-            try:
-                self._check_queue()
-                reqs = [self._new_request(prompts[0], sps[0], default_max_new=128)]
-                reqs[0].stream = True
-            except ApiError as exc:
-                self.log(f"[http_server] Error: {exc}")
-                event = {"message": str(exc), "type": "invalid_request_error", "code": exc.status}
-                return self._sse_response([_sse({"error": {**event, "retryable": False}}), SSE_DONE])
-            except SchedulerAbort as exc:
-                self.log(f"[http_server] Error: {exc}")
-                aborted = {"text": "", "output_ids": [], "meta_info": self._abort_meta(exc, len(prompts[0]))}
-                if exc.status != 503:
-                    aborted["output_ids"] = [self.eos_id]
-                return self._sse_response([_sse(aborted), SSE_DONE])
-        else:
-            self._check_queue()
-            reqs = [self._new_request(p, s, default_max_new=128) for p, s in zip(prompts, sps, strict=False)]
+            req = self._start_generate_stream(prompts[0], sps[0])
+            if isinstance(req, StreamingResponse):
+                return req
+            interval = max(1, int(sp.get("stream_interval") or self.args.stream_interval or 1))
+            return self._stream(self._generate_events(req, interval), req)
+        self._check_queue()
+        reqs = [self._new_request(p, s, default_max_new=128) for p, s in zip(prompts, sps, strict=False)]
         for req in reqs:
             self._submit(req)
-        if not stream:
-            out = []
-            for req in reqs:
-                await self._wait_done(req)
-                out.append(
-                    {
-                        "text": self._text_of(req),
-                        "output_ids": req.output_ids,
-                        "meta_info": self._meta(req),
-                    }
-                )
-            return json_response(out if batch else out[0])
-        req = reqs[0]
+        out = [await self._generate_answer(req) for req in reqs]
+        return json_response(out if batch else out[0])
+
+    def _generate_prompts(self, body: dict[str, Any]) -> tuple[list[list[int]], bool]:
+        """The prompts of a /generate body as token ids, and whether it is a batch request."""
+        text, input_ids = body.get("text"), body.get("input_ids")
+        if text is None and input_ids is None:
+            raise ApiError(400, "Either text, input_ids or input_embeds should be provided.")
+        if input_ids is not None:  # SGLang uses the ids when both are given
+            if isinstance(input_ids, list) and all(isinstance(i, int) for i in input_ids):
+                return [list(input_ids)], False
+            if isinstance(input_ids, list) and all(isinstance(i, list) for i in input_ids):
+                return [list(x) for x in input_ids], True
+            raise ApiError(400, "input_ids must be a list of ints or a list of lists of ints")
+        if isinstance(text, str):
+            return [textgen.encode(text, self.facts.vocab_size)], False
+        if isinstance(text, list) and all(isinstance(t, str) for t in text):
+            return [textgen.encode(t, self.facts.vocab_size) for t in text], True
+        raise ApiError(400, "text must be a string or a list of strings")
+
+    def _start_generate_stream(self, prompt_ids: list[int], sp: Any) -> SimRequest | StreamingResponse:
+        """Check and submit a streamed /generate. It has sent its 200 before anything is checked: a
+        refused request ends the event stream with an error event, an aborted one with an ``abort``
+        chunk (returned here, not raised)."""
+        try:
+            self._check_queue()
+            req = self._new_request(prompt_ids, sp, default_max_new=128)
+            req.stream = True
+        except ApiError as exc:
+            self.log(f"[http_server] Error: {exc}")
+            event = {"message": str(exc), "type": "invalid_request_error", "code": exc.status}
+            return self._sse_response([_sse({"error": {**event, "retryable": False}}), SSE_DONE])
+        except SchedulerAbort as exc:
+            self.log(f"[http_server] Error: {exc}")
+            aborted = {"text": "", "output_ids": [], "meta_info": self._abort_meta(exc, len(prompt_ids))}
+            if exc.status != 503:
+                aborted["output_ids"] = [self.eos_id]
+            return self._sse_response([_sse(aborted), SSE_DONE])
+        self._submit(req)
+        return req
+
+    async def _generate_answer(self, req: SimRequest) -> dict[str, Any]:
+        """One finished request of a non-streamed /generate."""
+        await self._wait_done(req)
+        return {"text": self._text_of(req), "output_ids": req.output_ids, "meta_info": self._meta(req)}
+
+    async def _generate_events(self, req: SimRequest, interval: int) -> AsyncIterator[bytes]:
+        """A streamed /generate: one event every ``interval`` tokens and at the end, the whole text so
+        far (or, with ``--incremental-streaming-output``, what is new)."""
         incremental = bool(self.args.incremental_streaming_output)
-        interval = max(1, int(sp.get("stream_interval") or self.args.stream_interval or 1))
+        sent_ids = 0
+        sent_text = ""
+        async for _ in self._updates(req):
+            if not req.done and len(req.output_ids) - sent_ids < interval:
+                continue
+            text_now = self._text_of(req)
+            if incremental:
+                obj = {
+                    "text": text_now[len(sent_text) :],
+                    "output_ids": req.output_ids[sent_ids:],
+                    "meta_info": self._meta(req),
+                }
+            else:
+                obj = {"text": text_now, "output_ids": list(req.output_ids), "meta_info": self._meta(req)}
+            sent_ids, sent_text = len(req.output_ids), text_now
+            yield _sse(obj)
+        yield SSE_DONE
 
-        async def chunks() -> AsyncIterator[bytes]:
-            sent_ids = 0
-            sent_text = ""
-            async for _ in self._updates(req):
-                if not req.done and len(req.output_ids) - sent_ids < interval:
-                    continue
-                text_now = self._text_of(req)
-                if incremental:
-                    obj = {
-                        "text": text_now[len(sent_text) :],
-                        "output_ids": req.output_ids[sent_ids:],
-                        "meta_info": self._meta(req),
-                    }
-                else:
-                    obj = {"text": text_now, "output_ids": list(req.output_ids), "meta_info": self._meta(req)}
-                sent_ids, sent_text = len(req.output_ids), text_now
-                yield _sse(obj)
-            yield SSE_DONE
-
-        return StreamingResponse(chunks(), on_disconnect=lambda: self._abort(req))
+    def _stream(self, events: AsyncIterator[bytes], req: SimRequest) -> StreamingResponse:
+        """A streamed answer; a client that goes away aborts its request."""
+        return StreamingResponse(events, on_disconnect=lambda: self._abort(req))
 
     @staticmethod
     def _sse_response(events: list[bytes]) -> StreamingResponse:
@@ -832,96 +878,85 @@ class SimApp:
         }
         return sp
 
-    async def completions(self, request: Request) -> Response | StreamingResponse:
-        body = self._body(request)
-        prompt = body.get("prompt")
-        if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):
-            prompt = prompt[0]
-        if isinstance(prompt, str):
-            ids = textgen.encode(prompt, self.facts.vocab_size)
-        elif isinstance(prompt, list) and all(isinstance(i, int) for i in prompt):
-            ids = list(prompt)
-        else:
-            raise ApiError(400, "prompt must be a string or a list of token ids (one prompt per request)")
-        sp = self._openai_params(body, chat=False)
+    async def _openai_reply(
+        self, body: dict[str, Any], ids: list[int], route: _OpenAIRoute, choice: ChoiceOf, events: EventsOf
+    ) -> Response | StreamingResponse:
+        """The flow both OpenAI endpoints share: parameters, submission, then the whole answer or the
+        stream (``events`` for the request's chunks, then the usage chunk if asked for and ``[DONE]``)."""
+        sp = self._openai_params(body, chat=route.chat)
         stream = bool(body.get("stream"))
-        req = await self._openai_submit(ids, sp, 16, stream)
+        req = await self._openai_submit(ids, sp, route.default_max_new, stream)
         if isinstance(req, StreamingResponse):
             return req
-        rid = req.rid
         created = int(time.time())
         model = body.get("model") or self.served_model_name
         if not stream:
             await self._wait_done(req)
             text = self._text_of(req)
             reason, matched = self._openai_finish(req)
-            if body.get("echo") and isinstance(prompt, str):
-                text = prompt + text
+            answer = _Envelope(req.rid, route.answer_object, created, model)
             return json_response(
-                {
-                    "id": rid,
-                    "object": "text_completion",
-                    "created": created,
-                    "model": model,
-                    "choices": [
-                        {
-                            "index": 0,
-                            "text": text,
-                            "logprobs": None,
-                            "finish_reason": reason,
-                            "matched_stop": matched,
-                        }
-                    ],
-                    "usage": self._usage(req),
-                    "metadata": self._metadata(req),
-                }
+                answer.body(
+                    [choice(text, reason, matched)], usage=self._usage(req), metadata=self._metadata(req)
+                )
             )
         opts = body.get("stream_options") or {}
         include_usage = bool(opts.get("include_usage"))
         continuous = bool(opts.get("continuous_usage_stats"))
+        envelope = _Envelope(req.rid, route.chunk_object, created, model)
+        chunks = events(req, envelope, continuous)
+        return self._stream(self._openai_stream(req, envelope, chunks, route, include_usage), req)
 
-        async def chunks() -> AsyncIterator[bytes]:
-            sent = ""
-            async for _ in self._updates(req):
-                text = self._text_of(req)
-                reason, matched = self._openai_finish(req)
-                delta = text[len(sent) :]
-                sent = text
-                if not delta and reason is None:
-                    continue
-                chunk: dict[str, Any] = {
-                    "id": rid,
-                    "object": "text_completion",
-                    "created": created,
-                    "model": model,
-                    "choices": [
-                        {
-                            "index": 0,
-                            "text": delta,
-                            "logprobs": None,
-                            "finish_reason": reason,
-                            "matched_stop": matched,
-                        }
-                    ],
-                    "usage": self._usage(req, details=False) if continuous else None,
-                }
-                yield _sse(chunk)
-                if reason is not None:
-                    break
-            if include_usage:
-                yield _sse(
-                    {
-                        "id": rid,
-                        "object": "text_completion",
-                        "created": created,
-                        "model": model,
-                        "choices": [],
-                        "usage": self._usage(req, details=False),
-                    }
-                )
-            yield SSE_DONE
+    async def _openai_stream(
+        self,
+        req: SimRequest,
+        envelope: _Envelope,
+        chunks: AsyncIterator[bytes],
+        route: _OpenAIRoute,
+        include_usage: bool,
+    ) -> AsyncIterator[bytes]:
+        async for chunk in chunks:
+            yield chunk
+        if include_usage:
+            yield _sse(envelope.body([], usage=self._usage(req, details=route.closing_usage_details)))
+        yield SSE_DONE
 
-        return StreamingResponse(chunks(), on_disconnect=lambda: self._abort(req))
+    async def completions(self, request: Request) -> Response | StreamingResponse:
+        body = self._body(request)
+        ids, echo = self._completion_prompt(body)
+
+        def choice(text: str, reason: str | None, matched: Any) -> dict[str, Any]:
+            return _choice("text", echo + text, reason, matched)
+
+        return await self._openai_reply(body, ids, _COMPLETIONS, choice, self._completion_chunks)
+
+    def _completion_prompt(self, body: dict[str, Any]) -> tuple[list[int], str]:
+        """The prompt's token ids, and what an ``echo`` request gets back before its completion."""
+        prompt = body.get("prompt")
+        if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):
+            prompt = prompt[0]
+        if isinstance(prompt, str):
+            return textgen.encode(prompt, self.facts.vocab_size), prompt if body.get("echo") else ""
+        if isinstance(prompt, list) and all(isinstance(i, int) for i in prompt):
+            return list(prompt), ""
+        raise ApiError(400, "prompt must be a string or a list of token ids (one prompt per request)")
+
+    async def _completion_chunks(
+        self, req: SimRequest, envelope: _Envelope, continuous: bool
+    ) -> AsyncIterator[bytes]:
+        """A streamed /v1/completions: one chunk per new text, the last one with its finish reason."""
+        sent = ""
+        async for _ in self._updates(req):
+            text = self._text_of(req)
+            reason, matched = self._openai_finish(req)
+            delta = text[len(sent) :]
+            sent = text
+            if not delta and reason is None:
+                continue
+            usage = self._usage(req, details=False) if continuous else None
+            yield _sse(envelope.body([_choice("text", delta, reason, matched)], usage=usage))
+            if reason is not None:
+                break
 
     def _chat_prompt(self, messages: object) -> str:
         if not isinstance(messages, list) or not messages:
@@ -940,94 +975,42 @@ class SimApp:
     async def chat_completions(self, request: Request) -> Response | StreamingResponse:
         body = self._body(request)
         ids = textgen.encode(self._chat_prompt(body.get("messages")), self.facts.vocab_size)
-        sp = self._openai_params(body, chat=True)
-        stream = bool(body.get("stream"))
-        req = await self._openai_submit(ids, sp, None, stream)
-        if isinstance(req, StreamingResponse):
-            return req
-        rid = req.rid
-        created = int(time.time())
-        model = body.get("model") or self.served_model_name
-        if not stream:
-            await self._wait_done(req)
-            text = self._text_of(req)
-            reason, matched = self._openai_finish(req)
-            return json_response(
-                {
-                    "id": rid,
-                    "object": "chat.completion",
-                    "created": created,
-                    "model": model,
-                    "choices": [
-                        {
-                            "index": 0,
-                            "message": {
-                                "role": "assistant",
-                                "content": text.lstrip(),
-                                "reasoning_content": None,
-                            },
-                            "logprobs": None,
-                            "finish_reason": reason,
-                            "matched_stop": matched,
-                        }
-                    ],
-                    "usage": self._usage(req),
-                    "metadata": self._metadata(req),
-                }
-            )
-        opts = body.get("stream_options") or {}
-        include_usage = bool(opts.get("include_usage"))
-        continuous = bool(opts.get("continuous_usage_stats"))
 
-        def chunk(delta: dict[str, Any], reason: str | None, matched: Any, usage: bool = False) -> bytes:
-            # 0.5.23: every delta carries reasoning_content; no "usage" key unless continuous usage
-            # stats were asked for, and then only on the content chunks
-            obj: dict[str, Any] = {
-                "id": rid,
-                "object": "chat.completion.chunk",
-                "created": created,
-                "model": model,
-                "choices": [
-                    {
-                        "index": 0,
-                        "delta": {"reasoning_content": None, **delta},
-                        "logprobs": None,
-                        "finish_reason": reason,
-                        "matched_stop": matched,
-                    }
-                ],
-            }
-            if usage:
-                obj["usage"] = self._usage(req)
-            return _sse(obj)
+        def choice(text: str, reason: str | None, matched: Any) -> dict[str, Any]:
+            message = {"role": "assistant", "content": text.lstrip(), "reasoning_content": None}
+            return _choice("message", message, reason, matched)
 
-        async def chunks() -> AsyncIterator[bytes]:
-            yield chunk({"role": "assistant", "content": ""}, None, None)
-            sent = ""
-            async for _ in self._updates(req):
-                text = self._text_of(req).lstrip()
-                delta = text[len(sent) :]
-                sent = text
-                if delta:
-                    yield chunk({"content": delta}, None, None, usage=continuous)
-                if req.done:
-                    reason, matched = self._openai_finish(req)
-                    yield chunk({}, reason, matched)
-                    break
-            if include_usage:
-                yield _sse(
-                    {
-                        "id": rid,
-                        "object": "chat.completion.chunk",
-                        "created": created,
-                        "model": model,
-                        "choices": [],
-                        "usage": self._usage(req),
-                    }
+        return await self._openai_reply(body, ids, _CHAT, choice, self._chat_chunks)
+
+    async def _chat_chunks(
+        self, req: SimRequest, envelope: _Envelope, continuous: bool
+    ) -> AsyncIterator[bytes]:
+        """A streamed /v1/chat/completions: the role, one chunk per new text, then the finish reason.
+        As 0.5.23: every delta carries reasoning_content; no "usage" key unless continuous usage stats
+        were asked for, and then only on the content chunks."""
+
+        def chunk(
+            delta: dict[str, Any], reason: str | None = None, matched: Any = None, usage: bool = False
+        ) -> bytes:
+            extra = {"usage": self._usage(req)} if usage else {}
+            return _sse(
+                envelope.body(
+                    [_choice("delta", {"reasoning_content": None, **delta}, reason, matched)], **extra
                 )
-            yield SSE_DONE
+            )
 
-        return StreamingResponse(chunks(), on_disconnect=lambda: self._abort(req))
+        yield chunk({"role": "assistant", "content": ""})
+        sent = ""
+        async for _ in self._updates(req):
+            text = self._text_of(req).lstrip()
+            delta = text[len(sent) :]
+            sent = text
+            if delta:
+                yield chunk({"content": delta}, usage=continuous)
+            if req.done:
+                reason, matched = self._openai_finish(req)
+                yield chunk({}, reason, matched)
+                break
 
     # ------------------------------------------------------------------ info endpoints
     def _graph_gib(self) -> float | dict[str, float]:
@@ -1286,10 +1269,25 @@ class SimApp:
         model = self.served_model_name
         sched = f'engine_type="unified",model_name="{model}",moe_ep_rank="0",pp_rank="0",tp_rank="0"'
         tok = f'engine_type="unified",model_name="{model}"'
+        lines: list[str] = []
+        for name, value in self._gauges().items():
+            _family(lines, name, "gauge", [f"sglang:{name}{{{sched}}} {float(value)}"])
+        _family(
+            lines,
+            "num_retracted_reqs",
+            "gauge",
+            [f'sglang:num_retracted_reqs{{{sched},pid="{os.getpid()}"}} 0.0'],
+        )
+        for name, kind, samples in (*self._counters(sched, tok), *self._histograms(sched, tok)):
+            _family(lines, name, kind, samples)
+        return Response(200, ("\n".join(lines) + "\n").encode(), "text/plain; version=0.0.4; charset=utf-8")
+
+    def _gauges(self) -> dict[str, float]:
+        """The scheduler's gauges, by name without the ``sglang:`` prefix."""
         eng = self.engine
         used = eng.used_tokens
         cap = max(1, self.plan.max_total_num_tokens)
-        gauges = {
+        return {
             "num_running_reqs": len(eng.running),
             "num_used_tokens": used,
             "token_usage": used / cap,
@@ -1315,74 +1313,56 @@ class SimApp:
             "weight_memory_usage_gb": round(self.plan.weights_gib, 3),
             "kv_cache_memory_usage_gb": round(self.plan.k_size_gib + self.plan.v_size_gib, 3),
         }
-        lines: list[str] = []
 
-        def family(name: str, kind: str, samples: list[str]) -> None:
-            if samples:
-                lines.extend(
-                    [f"# HELP sglang:{name} {name.replace('_', ' ')}.", f"# TYPE sglang:{name} {kind}"]
-                )
-                lines.extend(samples)
-
-        for name, value in gauges.items():
-            family(name, "gauge", [f"sglang:{name}{{{sched}}} {float(value)}"])
-        family(
-            "num_retracted_reqs", "gauge", [f'sglang:num_retracted_reqs{{{sched},pid="{os.getpid()}"}} 0.0']
-        )
+    def _counters(self, sched: str, tok: str) -> list[tuple[str, str, list[str]]]:
+        """The counter families as (name, type, samples), labelled per scheduler or tokenizer."""
+        out: list[tuple[str, str, list[str]]] = []
         for name in ("prompt_tokens_total", "generation_tokens_total", "num_requests_total"):
             key = name.removesuffix("_total")
-            family(
-                name,
-                "counter",
-                [
-                    f'sglang:{name}{{{tok},is_streaming="{flag}"}} {float(value)}'
-                    for flag, value in sorted(self.stream_counters[key].items())
-                ],
-            )
+            samples = [
+                f'sglang:{name}{{{tok},is_streaming="{flag}"}} {float(value)}'
+                for flag, value in sorted(self.stream_counters[key].items())
+            ]
+            out.append((name, "counter", samples))
+        eng = self.engine
         cached = self.counters["cached_tokens"]
-        family(
-            "cached_tokens_total",
-            "counter",
-            [f'sglang:cached_tokens_total{{{tok},cache_source="device"}} {float(cached)}'] if cached else [],
-        )
         aborted = self.counters["num_aborted_requests"]
-        family(
-            "num_aborted_requests_total",
-            "counter",
-            [f"sglang:num_aborted_requests_total{{{tok}}} {float(aborted)}"] if aborted else [],
-        )
-        family(
-            "realtime_tokens_total",
-            "counter",
-            [f'sglang:realtime_tokens_total{{{sched},mode="decode"}} {float(eng.realtime_tokens_total)}']
-            if eng.realtime_tokens_total
-            else [],
-        )
+        realtime = eng.realtime_tokens_total
         graph_mode = "decode_none" if self.args.disable_cuda_graph else "decode_cuda_graph"
-        family(
-            "cuda_graph_passes_total",
-            "counter",
-            [f'sglang:cuda_graph_passes_total{{{sched},mode="{graph_mode}"}} {float(eng.decode_steps)}']
-            if eng.decode_steps
-            else [],
-        )
-        for name, hists, base in (
-            ("time_to_first_token_seconds", self.h_ttft, tok),
-            ("e2e_request_latency_seconds", self.h_e2e, tok),
+        for name, value, sample in (
+            ("cached_tokens_total", cached, f'{{{tok},cache_source="device"}} {float(cached)}'),
+            ("num_aborted_requests_total", aborted, f"{{{tok}}} {float(aborted)}"),
+            ("realtime_tokens_total", realtime, f'{{{sched},mode="decode"}} {float(realtime)}'),
+            (
+                "cuda_graph_passes_total",
+                eng.decode_steps,
+                f'{{{sched},mode="{graph_mode}"}} {float(eng.decode_steps)}',
+            ),
         ):
-            family(
-                name,
+            out.append((name, "counter", [f"sglang:{name}{sample}"] if value else []))
+        return out
+
+    def _histograms(self, sched: str, tok: str) -> list[tuple[str, str, list[str]]]:
+        """The histogram families as (name, type, samples)."""
+        out: list[tuple[str, str, list[str]]] = []
+        for name, hists in (
+            ("time_to_first_token_seconds", self.h_ttft),
+            ("e2e_request_latency_seconds", self.h_e2e),
+        ):
+            samples = [
+                x
+                for flag, h in sorted(hists.items())
+                for x in h.render(f"sglang:{name}", f'{tok},is_streaming="{flag}"')
+            ]
+            out.append((name, "histogram", samples))
+        out.append(
+            (
+                "inter_token_latency_seconds",
                 "histogram",
-                [
-                    x
-                    for flag, h in sorted(hists.items())
-                    for x in h.render(f"sglang:{name}", f'{base},is_streaming="{flag}"')
-                ],
+                self.h_itl.render("sglang:inter_token_latency_seconds", tok),
             )
-        family(
-            "inter_token_latency_seconds",
-            "histogram",
-            self.h_itl.render("sglang:inter_token_latency_seconds", tok),
         )
-        family("queue_time_seconds", "histogram", self.h_queue.render("sglang:queue_time_seconds", sched))
-        return Response(200, ("\n".join(lines) + "\n").encode(), "text/plain; version=0.0.4; charset=utf-8")
+        out.append(
+            ("queue_time_seconds", "histogram", self.h_queue.render("sglang:queue_time_seconds", sched))
+        )
+        return out

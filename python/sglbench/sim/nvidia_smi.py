@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from sglbench.sim import gpus
 from sglbench.sim.settings import SimSettingsError, load_settings
@@ -73,7 +74,56 @@ def _parse(argv: Sequence[str]) -> dict[str, str]:
     return opts
 
 
-def run(argv: Sequence[str], out: Callable[[str], None]) -> int:
+Out = Callable[[str], None]
+_APP_FIELDS = {
+    "pid",
+    "used_memory",
+    "used_gpu_memory",
+    "gpu_uuid",
+    "process_name",
+    "gpu_bus_id",
+    "gpu_name",
+    "name",
+}
+
+
+@dataclass(frozen=True)
+class _View:
+    """What one call shows: the GPUs asked for, the memory live stand-ins registered on them, and the
+    ``--format`` options."""
+
+    kind: gpus.GpuKind
+    count: int
+    indices: list[int]
+    holders: list[gpus.Holder]
+    used: dict[int, int]  # MiB per GPU index
+    header: bool
+    units: bool
+
+    def gpu_value(self, field: str, i: int) -> object:
+        """A ``--query-gpu`` field of GPU ``i`` (KeyError for a field nvidia-smi does not know)."""
+        kind, used = self.kind, self.used
+        values: dict[str, object] = {
+            "index": i,
+            "name": kind.smi_name,
+            "uuid": gpus.gpu_uuid(kind, i),
+            "memory.total": kind.memory_mib,
+            "memory.used": min(kind.memory_mib, used[i]),
+            "memory.free": max(0, kind.memory_mib - used[i]),
+            "memory.reserved": 0,
+            "count": self.count,
+            "driver_version": DRIVER_VERSION,
+            "pci.bus_id": f"00000000:{0x18 + i:02X}:00.0",
+            "utilization.gpu": 0,
+            "utilization.memory": 0,
+            "persistence_mode": "Enabled",
+            "compute_mode": "Default",
+            "temperature.gpu": 35,
+        }
+        return values[field]
+
+
+def run(argv: Sequence[str], out: Out) -> int:
     opts = _parse(argv)
     if "unknown" in opts:
         out(
@@ -87,120 +137,111 @@ def run(argv: Sequence[str], out: Callable[[str], None]) -> int:
     except (SimSettingsError, gpus.GpuConfigError) as exc:
         out(f"nvidia-smi (sglbench sim): {exc}")
         return 9
-    count = settings.gpu_count
-    indices = list(range(count))
-    if "id" in opts:
-        try:
-            indices = [int(x) for x in opts["id"].split(",")]
-        except ValueError:
-            out(f"No devices were found matching {opts['id']!r}")
-            return 6
-        if any(not 0 <= i < count for i in indices):
-            out("No devices were found")
-            return 6
-    holders = gpus.live_holders(settings.state_dir)
+    indices = _indices(opts, settings.gpu_count, out)
+    if indices is None:
+        return 6
+    view = _view(opts, kind, settings.gpu_count, indices, gpus.live_holders(settings.state_dir))
+    if "list" in opts:
+        for i in indices:
+            out(f"GPU {i}: {kind.smi_name} (UUID: {gpus.gpu_uuid(kind, i)})")
+        return 0
+    if "query-gpu" in opts:
+        return _query_gpu(view, _fields(opts["query-gpu"]), out)
+    if "query-compute-apps" in opts:
+        return _query_compute_apps(view, _fields(opts["query-compute-apps"]), out)
+    _table(view, out)
+    return 0
+
+
+def _indices(opts: dict[str, str], count: int, out: Out) -> list[int] | None:
+    """The GPUs ``-i`` names (all by default); None, said on ``out``, when one does not exist."""
+    if "id" not in opts:
+        return list(range(count))
+    try:
+        indices = [int(x) for x in opts["id"].split(",")]
+    except ValueError:
+        out(f"No devices were found matching {opts['id']!r}")
+        return None
+    if any(not 0 <= i < count for i in indices):
+        out("No devices were found")
+        return None
+    return indices
+
+
+def _view(
+    opts: dict[str, str], kind: gpus.GpuKind, count: int, indices: list[int], holders: list[gpus.Holder]
+) -> _View:
     used = dict.fromkeys(range(count), 0)
     for holder in holders:
         for index, mib in holder.gpus.items():
             if index in used:
                 used[index] += mib
-
     fmt = opts.get("format", "csv").split(",")
-    header = "noheader" not in fmt
-    units = "nounits" not in fmt
+    return _View(kind, count, indices, holders, used, "noheader" not in fmt, "nounits" not in fmt)
 
-    if "list" in opts:
-        for i in indices:
-            out(f"GPU {i}: {kind.smi_name} (UUID: {gpus.gpu_uuid(kind, i)})")
-        return 0
 
-    if "query-gpu" in opts:
-        fields = [f.strip() for f in opts["query-gpu"].split(",") if f.strip()]
+def _fields(spec: str) -> list[str]:
+    return [f.strip() for f in spec.split(",") if f.strip()]
 
-        def gpu_value(field: str, i: int) -> object:
-            values: dict[str, object] = {
-                "index": i,
-                "name": kind.smi_name,
-                "uuid": gpus.gpu_uuid(kind, i),
-                "memory.total": kind.memory_mib,
-                "memory.used": min(kind.memory_mib, used[i]),
-                "memory.free": max(0, kind.memory_mib - used[i]),
-                "memory.reserved": 0,
-                "count": count,
-                "driver_version": DRIVER_VERSION,
-                "pci.bus_id": f"00000000:{0x18 + i:02X}:00.0",
-                "utilization.gpu": 0,
-                "utilization.memory": 0,
-                "persistence_mode": "Enabled",
-                "compute_mode": "Default",
-                "temperature.gpu": 35,
+
+def _query_gpu(view: _View, fields: list[str], out: Out) -> int:
+    for field in fields:
+        try:
+            view.gpu_value(field, 0)
+        except KeyError:
+            out(f'Field "{field}" is not a valid field to query.')
+            return 2
+    if view.header:
+        out(", ".join(_header(f, view.units) for f in fields))
+    for i in view.indices:
+        out(", ".join(_fmt(f, view.gpu_value(f, i), view.units) for f in fields))
+    return 0
+
+
+def _query_compute_apps(view: _View, fields: list[str], out: Out) -> int:
+    for field in fields:
+        if field not in _APP_FIELDS:
+            out(f'Field "{field}" is not a valid field to query.')
+            return 2
+    if view.header:
+        out(", ".join(_header(f, view.units) for f in fields))
+    kind = view.kind
+    for index in view.indices:
+        for holder in view.holders:
+            if index not in holder.gpus:
+                continue
+            row = {
+                "pid": holder.pid,
+                "used_memory": holder.gpus[index],
+                "used_gpu_memory": holder.gpus[index],
+                "gpu_uuid": gpus.gpu_uuid(kind, index),
+                "process_name": holder.process_name,
+                "name": holder.process_name,
+                "gpu_bus_id": f"00000000:{0x18 + index:02X}:00.0",
+                "gpu_name": kind.smi_name,
             }
-            return values[field]
+            out(", ".join(_fmt(f, row[f], view.units) for f in fields))
+    return 0
 
-        for field in fields:
-            try:
-                gpu_value(field, 0)
-            except KeyError:
-                out(f'Field "{field}" is not a valid field to query.')
-                return 2
-        if header:
-            out(", ".join(_header(f, units) for f in fields))
-        for i in indices:
-            out(", ".join(_fmt(f, gpu_value(f, i), units) for f in fields))
-        return 0
 
-    if "query-compute-apps" in opts:
-        fields = [f.strip() for f in opts["query-compute-apps"].split(",") if f.strip()]
-        valid = {
-            "pid",
-            "used_memory",
-            "used_gpu_memory",
-            "gpu_uuid",
-            "process_name",
-            "gpu_bus_id",
-            "gpu_name",
-            "name",
-        }
-        for field in fields:
-            if field not in valid:
-                out(f'Field "{field}" is not a valid field to query.')
-                return 2
-        if header:
-            out(", ".join(_header(f, units) for f in fields))
-        for index in indices:
-            for holder in holders:
-                if index not in holder.gpus:
-                    continue
-                row = {
-                    "pid": holder.pid,
-                    "used_memory": holder.gpus[index],
-                    "used_gpu_memory": holder.gpus[index],
-                    "gpu_uuid": gpus.gpu_uuid(kind, index),
-                    "process_name": holder.process_name,
-                    "name": holder.process_name,
-                    "gpu_bus_id": f"00000000:{0x18 + index:02X}:00.0",
-                    "gpu_name": kind.smi_name,
-                }
-                out(", ".join(_fmt(f, row[f], units) for f in fields))
-        return 0
-
-    # Plain `nvidia-smi`: a short table in the spirit of the real one.
+def _table(view: _View, out: Out) -> None:
+    """Plain ``nvidia-smi``: a short table in the spirit of the real one."""
+    kind = view.kind
     out(
         f"| NVIDIA-SMI {DRIVER_VERSION}   Driver Version: {DRIVER_VERSION}   CUDA Version: {CUDA_VERSION} "
         "(sglbench sim) |"
     )
-    for i in indices:
-        out(f"| {i:>3}  {kind.smi_name:<48} | {used[i]:>6}MiB / {kind.memory_mib:>6}MiB |")
+    for i in view.indices:
+        out(f"| {i:>3}  {kind.smi_name:<48} | {view.used[i]:>6}MiB / {kind.memory_mib:>6}MiB |")
     out("| Processes:")
     any_proc = False
-    for holder in holders:
+    for holder in view.holders:
         for index, mib in sorted(holder.gpus.items()):
-            if index in indices:
+            if index in view.indices:
                 any_proc = True
                 out(f"| {index:>3}  {holder.pid:>8}  C  {holder.process_name:<30} {mib:>6}MiB |")
     if not any_proc:
         out("|  No running processes found")
-    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

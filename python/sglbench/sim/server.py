@@ -15,6 +15,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NoReturn
 
@@ -108,6 +109,29 @@ def _frames_config() -> list[tuple[str, int, str, str]]:
     ]
 
 
+def _frames_worker_assert() -> list[tuple[str, int, str, str]]:
+    check = 'assert self.max_running_requests > 0, "max_running_request is zero"'
+    return [*_frames_worker(), (f"{SGLANG_SRC}/srt/managers/tp_worker.py", 296, "__init__", check)]
+
+
+def _load_failure(
+    fail_load: str, total_gib: float, pre: float, overhead: float, weights: float
+) -> StartupFailure:
+    """What a weight load that fails half-way raises: a corrupt file, or out of GPU memory."""
+    if fail_load == "corrupt":
+        return StartupFailure(
+            "safetensors_rust.SafetensorError: Error while deserializing header: MetadataIncompleteBuffer",
+            _frames_load(),
+        )
+    free_mib = max(0.0, pre - weights / 2) * 1024
+    return StartupFailure(
+        f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.25 GiB. GPU 0 has a total "
+        f"capacity of {total_gib:.2f} GiB of which {free_mib:.2f} MiB is free. Including non-PyTorch "
+        f"memory, this process has {overhead + weights / 2:.2f} GiB memory in use.",
+        _frames_load(),
+    )
+
+
 def _capture_bs(cgmb: int, max_running: int) -> list[int]:
     sizes = [1, 2, 4, 8, 12, *range(16, 257, 8), *range(272, 513, 16)]
     limit = max(1, min(cgmb, max_running)) if max_running > 0 else cgmb
@@ -175,6 +199,63 @@ def ignored_flags(args: argparse.Namespace) -> list[str]:
 
 def _fmt_args(args: argparse.Namespace) -> str:
     return ", ".join(f"{k}={v!r}" for k, v in sorted(release_fields(args).items()))
+
+
+_REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    401: "Unauthorized",
+    404: "Not Found",
+    500: "Internal Server Error",
+    503: "Service Unavailable",
+}
+
+
+def _access_logger(log: Log) -> Callable[[Request, int], None]:
+    """uvicorn's access log line for one answered request."""
+
+    def access_log(request: Request, status: int) -> None:
+        reason = _REASONS.get(status, "")
+        log(f'INFO:     {request.client} - "{request.method} {request.target} HTTP/1.1" {status} {reason}')
+
+    return access_log
+
+
+@dataclass
+class _Boot:
+    """What the startup phases share: the plan and the memory per rank taken (``used``) and left
+    (``avail``) so far, in GiB, as their log lines show it."""
+
+    spec: str | None
+    config: dict[str, Any]
+    draft_config: dict[str, Any] | None
+    facts: modelinfo.ModelFacts
+    kind: gpus.GpuKind
+    plan: memory.MemoryPlan
+    total_gib: float
+    pre: float  # free before the weights load
+    overhead: float  # the CUDA context
+    avail: float = 0.0
+    used: float = 0.0
+    load_s: float = 0.0  # the target's weight load, in simulated seconds
+
+    @property
+    def draft_weights_gib(self) -> float:
+        return self.plan.draft_weights_gib if self.spec else 0.0
+
+    @property
+    def capture(self) -> list[int]:
+        return _capture_bs(self.plan.cuda_graph_max_bs, self.plan.max_running_requests)
+
+    def take(self, gib: float) -> None:
+        """A phase took ``gib`` per rank."""
+        self.avail -= gib
+        self.used += gib
+
+    def kv_line(self, k: float, v: float) -> str:
+        dtype_part = f"dtype: {self.plan.kv_dtype}, " if self.plan.accounting != "A" else ""
+        sizes = f"K size: {k:.2f} GB, V size: {v:.2f} GB"
+        return f"KV Cache is allocated. {dtype_part}#tokens: {self.plan.max_total_num_tokens}, {sizes}"
 
 
 class SimServer:
@@ -310,6 +391,39 @@ class SimServer:
                     gpus.unregister(self.settings.state_dir, pid)
 
     def _run(self) -> int:
+        boot = self._prepare()
+        started = time.monotonic()
+        self._spawn_workers()
+        self._init_parallel(boot)
+        self._load_target_weights(boot)
+        plan = boot.plan
+        if boot.spec and boot.draft_config is not None and plan.accounting == "C":
+            self._load_draft_weights(boot)
+        if plan.failure_stage == "pool":
+            raise StartupFailure(str(plan.failure_message), _frames_pool())
+        self._allocate_target_pools(boot)
+        graph_total = plan.cuda_graph_gib
+        target_graph = graph_total / 2 if boot.spec else graph_total
+        self._capture_graphs(boot, target_graph)
+        if plan.failure_stage == "worker":
+            raise StartupFailure(str(plan.failure_message), _frames_worker_assert())
+        if boot.spec and boot.draft_config is not None:
+            if plan.accounting != "C":  # V1-V3: the draft worker after the target is sized, from the slack
+                self._start_draft_worker(boot)
+            self._capture_graphs(boot, graph_total - target_graph)
+        if boot.spec and sglang_facts.spec_algorithm(boot.spec).family == sglang_facts.FAMILY_DFLASH:
+            self._log_dflash(boot)
+        self._log_capacity(boot)
+        startup_s = time.monotonic() - started
+        self.startup_available_gib = boot.avail
+        self.capture_bs = [] if self.args.disable_cuda_graph else boot.capture
+        if self.follows_contract:
+            self._log_startup_timings(boot, startup_s)
+        return self._serve(plan, boot.facts, boot.kind, startup_s, boot.load_s)
+
+    def _prepare(self) -> _Boot:
+        """Announce the flags, read the model configs, find the GPUs and plan the memory: everything
+        before the first worker starts."""
         args, settings, log = self.args, self.settings, self.log
         log(f"server_args=ServerArgs({_fmt_args(args)})")
         accounting = memory.accounting_for(settings.sglang_version, settings.accounting)
@@ -325,15 +439,7 @@ class SimServer:
                 "sglbench sim: accepted and ignored by the stand-in (valid for SGLang "
                 f"{settings.sglang_release}, not simulated): {' '.join(ignored)}"
             )
-        try:
-            config = modelinfo.load_config(args.model_path)
-            draft_config = (
-                modelinfo.load_config(args.speculative_draft_model_path)
-                if args.speculative_draft_model_path
-                else None
-            )
-        except modelinfo.ModelConfigError as exc:
-            raise StartupFailure(str(exc), _frames_config(), in_scheduler=False) from None
+        config, draft_config = self._model_configs()
         facts = modelinfo.facts(config)
         try:
             kind = gpus.gpu_kind(settings)
@@ -364,9 +470,27 @@ class SimServer:
             raise StartupFailure(f"ValueError: {exc}", _frames_config(), in_scheduler=False) from None
         if plan.failure_stage == "config":
             raise StartupFailure(str(plan.failure_message), _frames_config(), in_scheduler=False)
+        return _Boot(
+            args.speculative_algorithm, config, draft_config, facts, kind, plan, total_gib, pre, overhead
+        )
 
-        started = time.monotonic()
-        self._spawn_workers()
+    def _model_configs(self) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        """The target's and the draft model's ``config.json`` (a bad one fails before the workers)."""
+        args = self.args
+        try:
+            config = modelinfo.load_config(args.model_path)
+            draft_config = (
+                modelinfo.load_config(args.speculative_draft_model_path)
+                if args.speculative_draft_model_path
+                else None
+            )
+        except modelinfo.ModelConfigError as exc:
+            raise StartupFailure(str(exc), _frames_config(), in_scheduler=False) from None
+        return config, draft_config
+
+    def _init_parallel(self, boot: _Boot) -> None:
+        """The distributed init of every rank, which takes the CUDA context's memory."""
+        settings, log, overhead = self.settings, self.log, boot.overhead
         init_s = settings.scaled(settings.init_seconds)
         if self.follows_contract:  # 0.5.23 (srt/distributed/bootstrap.py)
             log.ranks(lambda r: "Init parallel begin.")
@@ -383,73 +507,53 @@ class SimServer:
         if settings.slow_start_seconds:
             self.sleep(settings.slow_start_seconds)
 
-        # --- target weights
+    def _load_target_weights(self, boot: _Boot) -> None:
+        """Load the target's weights, or fail half-way (``fail_load``, or weights larger than free)."""
+        settings, log, plan, pre = self.settings, self.log, boot.plan, boot.pre
         weights = plan.weights_gib
         load_s = weights / settings.load_gibps
         log.ranks(lambda r: f"Load weight begin. avail mem={pre:.2f} GB")
         if settings.fail_load or weights > pre:
             self.sleep(load_s / 2)
-            self._hold(lambda r: overhead + min(weights, max(pre, 0.0)) / 2)
-            if settings.fail_load == "corrupt":
-                raise StartupFailure(
-                    "safetensors_rust.SafetensorError: Error while deserializing header: "
-                    "MetadataIncompleteBuffer",
-                    _frames_load(),
-                )
-            free_mib = max(0.0, pre - weights / 2) * 1024
-            raise StartupFailure(
-                f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.25 GiB. GPU 0 has a total "
-                f"capacity of {total_gib:.2f} GiB of which {free_mib:.2f} MiB is free. Including non-PyTorch "
-                f"memory, this process has {overhead + weights / 2:.2f} GiB memory in use.",
-                _frames_load(),
-            )
+            self._hold(lambda r: boot.overhead + min(weights, max(pre, 0.0)) / 2)
+            raise _load_failure(settings.fail_load, boot.total_gib, pre, boot.overhead, weights)
         self.sleep(load_s)
-        avail = pre - weights
+        boot.load_s = load_s
+        boot.avail = pre - weights
         quant = (
-            (config.get("quantization_config") or {}).get("quant_method")
-            if isinstance(config.get("quantization_config"), dict)
+            (boot.config.get("quantization_config") or {}).get("quant_method")
+            if isinstance(boot.config.get("quantization_config"), dict)
             else None
         )
         quant_str = f"quant={quant}, " if quant else ""
         log.ranks(
             lambda r: (
                 f"Load weight end. elapsed={settings.scaled(load_s):.2f} s, type={plan.model_class}, "
-                f"{quant_str}avail mem={avail:.2f} GB, mem usage={weights:.2f} GB."
+                f"{quant_str}avail mem={boot.avail:.2f} GB, mem usage={weights:.2f} GB."
             )
         )
-        used = overhead + weights
-        self._hold(lambda r: used)
-        spec = args.speculative_algorithm
-        draft_w = plan.draft_weights_gib if spec else 0.0
+        boot.used = boot.overhead + weights
+        self._hold(lambda r: boot.used)
 
-        def load_draft() -> None:
-            nonlocal avail, used
-            dload = draft_w / settings.load_gibps
-            log.ranks(lambda r: f"Load weight begin. avail mem={avail:.2f} GB")
-            self.sleep(dload)
-            avail -= draft_w
-            used += draft_w
-            log.ranks(
-                lambda r: (
-                    f"Load weight end. elapsed={settings.scaled(dload):.2f} s, "
-                    f"type={modelinfo.facts(draft_config or {}).architecture}, "
-                    f"avail mem={avail:.2f} GB, mem usage={draft_w:.2f} GB."
-                )
+    def _load_draft_weights(self, boot: _Boot) -> None:
+        settings, log = self.settings, self.log
+        draft_w = boot.draft_weights_gib
+        dload = draft_w / settings.load_gibps
+        log.ranks(lambda r: f"Load weight begin. avail mem={boot.avail:.2f} GB")
+        self.sleep(dload)
+        boot.take(draft_w)
+        log.ranks(
+            lambda r: (
+                f"Load weight end. elapsed={settings.scaled(dload):.2f} s, "
+                f"type={modelinfo.facts(boot.draft_config or {}).architecture}, "
+                f"avail mem={boot.avail:.2f} GB, mem usage={draft_w:.2f} GB."
             )
-            self._hold(lambda r: used)
+        )
+        self._hold(lambda r: boot.used)
 
-        if spec and draft_config is not None and plan.accounting == "C":
-            load_draft()
-        if plan.failure_stage == "pool":
-            raise StartupFailure(str(plan.failure_message), _frames_pool())
-
-        # --- target pools
-        dtype_part = f"dtype: {plan.kv_dtype}, " if plan.accounting != "A" else ""
-
-        def kv_line(tokens: int, k: float, v: float) -> str:
-            sizes = f"K size: {k:.2f} GB, V size: {v:.2f} GB"
-            return f"KV Cache is allocated. {dtype_part}#tokens: {tokens}, {sizes}"
-
+    def _allocate_target_pools(self, boot: _Boot) -> None:
+        """The target's Mamba and KV pools (and, with accounting C, the draft's KV pool beside them)."""
+        log, plan, spec = self.log, boot.plan, boot.spec
         if not self.follows_contract:  # gone in 0.5.23
             log.ranks(lambda r: f"Using KV cache dtype: {plan.kv_dtype}")
         if plan.mamba_slots is not None:
@@ -466,10 +570,9 @@ class SimServer:
                     f"ssm_state size: {plan.mamba_ssm_gib:.2f}GB {spec_part}"
                 )
             )
-        tokens = plan.max_total_num_tokens
-        log.ranks(lambda r: kv_line(tokens, plan.k_size_gib, plan.v_size_gib))
-        if spec and plan.accounting == "C" and draft_config is not None:
-            log.ranks(lambda r: kv_line(tokens, plan.draft_k_size_gib, plan.draft_v_size_gib))
+        log.ranks(lambda r: boot.kv_line(plan.k_size_gib, plan.v_size_gib))
+        if spec and plan.accounting == "C" and boot.draft_config is not None:
+            log.ranks(lambda r: boot.kv_line(plan.draft_k_size_gib, plan.draft_v_size_gib))
         if plan.failure_stage == "resolve":
             raise StartupFailure(str(plan.failure_message), _frames_pool())
         if plan.accounting != "A" and not self.follows_contract:  # not printed by 0.5.23
@@ -481,92 +584,72 @@ class SimServer:
             )
         pool_used = (
             plan.avail_after_weights_gib
-            - (draft_w if plan.accounting == "C" else 0.0)
+            - (boot.draft_weights_gib if plan.accounting == "C" else 0.0)
             - plan.pool_end_avail_gib
         )
-        avail -= pool_used
-        used += pool_used
-        log.ranks(lambda r: f"Memory pool end. avail mem={avail:.2f} GB")
-        self._hold(lambda r: used)
+        boot.take(pool_used)
+        log.ranks(lambda r: f"Memory pool end. avail mem={boot.avail:.2f} GB")
+        self._hold(lambda r: boot.used)
 
-        # --- CUDA graphs
-        graph_total = plan.cuda_graph_gib
-        target_graph = graph_total / 2 if spec else graph_total
-        capture = _capture_bs(plan.cuda_graph_max_bs, plan.max_running_requests)
+    def _capture_graphs(self, boot: _Boot, gib: float) -> None:
+        if self.args.disable_cuda_graph:
+            return
+        settings, log = self.settings, self.log
+        begin = "Capture cuda graph begin. This can take up to several minutes."
+        log.ranks(lambda r: f"{begin} avail mem={boot.avail:.2f} GB")
+        log.ranks(lambda r: f"Capture cuda graph bs {boot.capture}")
+        self.sleep(settings.graph_seconds)
+        boot.take(gib)
+        log.ranks(
+            lambda r: (
+                f"Capture cuda graph end. Time elapsed: {settings.scaled(settings.graph_seconds):.2f} s. "
+                f"mem usage={gib:.2f} GB. avail mem={boot.avail:.2f} GB."
+            )
+        )
+        self._hold(lambda r: boot.used)
 
-        def capture_graphs(gib: float) -> None:
-            nonlocal avail, used
-            if args.disable_cuda_graph:
-                return
+    def _start_draft_worker(self, boot: _Boot) -> None:
+        """Accounting other than C: the draft's weights and KV pool, from what the target left."""
+        log, plan = self.log, boot.plan
+        self._load_draft_weights(boot)
+        if not self.follows_contract:
+            log.ranks(lambda r: f"Using KV cache dtype: {plan.kv_dtype}")
+        log.ranks(lambda r: boot.kv_line(plan.draft_k_size_gib, plan.draft_v_size_gib))
+        dkv = plan.draft_k_size_gib + plan.draft_v_size_gib
+        boot.take(dkv)
+        log.ranks(lambda r: f"Memory pool end. avail mem={boot.avail:.2f} GB")
+        self._hold(lambda r: boot.used)
+
+    def _log_dflash(self, boot: _Boot) -> None:
+        """The DFLASH family's draft runner (and DDTREE's tree worker) announce themselves."""
+        args, log, spec = self.args, self.log, boot.spec
+        block = boot.plan.num_draft_tokens
+        mask_id = ((boot.draft_config or {}).get("dflash_config") or {}).get("mask_token_id")
+        log.ranks(
+            lambda r: (
+                f"Initialized DFLASH draft runner. attention_backend=flashinfer, "
+                f"model={args.speculative_draft_model_path}, block_size={block}, "
+                f"draft_window_size={args.speculative_draft_window_size}, compact_cache=False"
+            )
+        )
+        log.ranks(
+            lambda r: (
+                f"DFLASH draft runner ready. mask_token=<|MASK|>, mask_token_id={mask_id}, "
+                "mask_token_id_override=None"
+            )
+        )
+        if spec == "DDTREE":
+            budget = block - 1
             log.ranks(
                 lambda r: (
-                    f"Capture cuda graph begin. This can take up to several minutes. avail mem={avail:.2f} GB"
+                    f"Initialized DDTree worker. block_size={block}, tree_budget={budget}, "
+                    f"max_tree_nodes={budget + 1}"
                 )
-            )
-            log.ranks(lambda r: f"Capture cuda graph bs {capture}")
-            self.sleep(settings.graph_seconds)
-            avail -= gib
-            used += gib
-            log.ranks(
-                lambda r: (
-                    f"Capture cuda graph end. Time elapsed: {settings.scaled(settings.graph_seconds):.2f} s. "
-                    f"mem usage={gib:.2f} GB. avail mem={avail:.2f} GB."
-                )
-            )
-            self._hold(lambda r: used)
-
-        capture_graphs(target_graph)
-        if plan.failure_stage == "worker":
-            raise StartupFailure(
-                str(plan.failure_message),
-                [
-                    *_frames_worker(),
-                    (
-                        f"{SGLANG_SRC}/srt/managers/tp_worker.py",
-                        296,
-                        "__init__",
-                        'assert self.max_running_requests > 0, "max_running_request is zero"',
-                    ),
-                ],
             )
 
-        # --- draft worker (V1-V3: after the target is sized, from the slack)
-        if spec and draft_config is not None:
-            if plan.accounting != "C":
-                load_draft()
-                if not self.follows_contract:
-                    log.ranks(lambda r: f"Using KV cache dtype: {plan.kv_dtype}")
-                log.ranks(lambda r: kv_line(tokens, plan.draft_k_size_gib, plan.draft_v_size_gib))
-                dkv = plan.draft_k_size_gib + plan.draft_v_size_gib
-                avail -= dkv
-                used += dkv
-                log.ranks(lambda r: f"Memory pool end. avail mem={avail:.2f} GB")
-                self._hold(lambda r: used)
-            capture_graphs(graph_total - target_graph)
-        if spec and sglang_facts.spec_algorithm(spec).family == sglang_facts.FAMILY_DFLASH:
-            block = plan.num_draft_tokens
-            mask_id = ((draft_config or {}).get("dflash_config") or {}).get("mask_token_id")
-            log.ranks(
-                lambda r: (
-                    f"Initialized DFLASH draft runner. attention_backend=flashinfer, "
-                    f"model={args.speculative_draft_model_path}, block_size={block}, "
-                    f"draft_window_size={args.speculative_draft_window_size}, compact_cache=False"
-                )
-            )
-            log.ranks(
-                lambda r: (
-                    f"DFLASH draft runner ready. mask_token=<|MASK|>, mask_token_id={mask_id}, "
-                    "mask_token_id_override=None"
-                )
-            )
-            if spec == "DDTREE":
-                budget = block - 1
-                log.ranks(
-                    lambda r: (
-                        f"Initialized DDTree worker. block_size={block}, tree_budget={budget}, "
-                        f"max_tree_nodes={budget + 1}"
-                    )
-                )
+    def _log_capacity(self, boot: _Boot) -> None:
+        """Rank 0's summary of what the pools hold (and 0.5.23's warning when one request cannot fit)."""
+        log, plan, tokens = self.log, boot.plan, boot.plan.max_total_num_tokens
         if self.follows_contract and tokens < plan.context_len:  # 0.5.23 tp_worker.py
             log(
                 f"KV pool holds {tokens} tokens, fewer than --context-length {plan.context_len}. One "
@@ -579,21 +662,20 @@ class SimServer:
             f"max_total_num_tokens={tokens}, chunked_prefill_size={plan.chunked_prefill_size}, "
             f"max_prefill_tokens={plan.max_prefill_tokens}, "
             f"max_running_requests={plan.max_running_requests}, "
-            f"context_len={plan.context_len}, available_gpu_mem={avail:.2f} GB",
+            f"context_len={plan.context_len}, available_gpu_mem={boot.avail:.2f} GB",
             0,
         )
-        startup_s = time.monotonic() - started
-        self.startup_available_gib = avail
-        self.capture_bs = [] if args.disable_cuda_graph else capture
-        if self.follows_contract:  # 0.5.23 observability/startup_time.py
-            graph_s = 0.0 if args.disable_cuda_graph else settings.scaled(settings.graph_seconds)
-            phases = ", ".join(f"{ph}={graph_s if ph == 'decode' else 0.0:.2f}" for ph in api.GRAPH_PHASES)
-            log(
-                f"Engine startup timings (s): load_weight={settings.scaled(load_s):.2f}, "
-                f"kv_cache_allocation=0.00, scheduler_e2e={startup_s:.2f}, cuda_graph={{{phases}}}, "
-                f"tokenizer_e2e={startup_s:.2f}"
-            )
-        return self._serve(plan, facts, kind, startup_s, load_s)
+
+    def _log_startup_timings(self, boot: _Boot, startup_s: float) -> None:
+        """0.5.23's observability/startup_time.py line."""
+        args, settings = self.args, self.settings
+        graph_s = 0.0 if args.disable_cuda_graph else settings.scaled(settings.graph_seconds)
+        phases = ", ".join(f"{ph}={graph_s if ph == 'decode' else 0.0:.2f}" for ph in api.GRAPH_PHASES)
+        self.log(
+            f"Engine startup timings (s): load_weight={settings.scaled(boot.load_s):.2f}, "
+            f"kv_cache_allocation=0.00, scheduler_e2e={startup_s:.2f}, cuda_graph={{{phases}}}, "
+            f"tokenizer_e2e={startup_s:.2f}"
+        )
 
     # ------------------------------------------------------------------ serving
     def _timing(self, plan: memory.MemoryPlan, kind: gpus.GpuKind) -> TimingModel:
@@ -695,29 +777,59 @@ class SimServer:
         startup_s: float,
         load_s: float,
     ) -> int:
-        args, settings, log = self.args, self.settings, self.log
         loop = asyncio.get_running_loop()
         stop = asyncio.Event()
-        exit_code = 0
-
-        stop_signal: list[int] = []
-
-        def request_stop(signum: int) -> None:
-            self._stopping = True
-            if not stop_signal:
-                stop_signal.append(signum)
-                if signum == signal.SIGTERM:  # SGLang's SignalHandler.sigterm_handler
-                    log("SIGTERM received. signum=None frame=None. Draining requests and shutting down...")
-            stop.set()
-
+        stop_signal: list[int] = []  # the first SIGTERM/SIGINT
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, request_stop, sig)
+            loop.add_signal_handler(sig, self._request_stop, sig, stop, stop_signal)
+        engine = self._engine(plan, kind)
+        app = api.SimApp(
+            self.args,
+            self.settings,
+            plan,
+            facts,
+            engine,
+            spec_cfg,
+            server_args,
+            self.log,
+            self._crash_soon(loop),
+        )
+        app.gpu_name = kind.smi_name
+        app.gpu_ids = list(self.gpu_ids)
+        app.startup_seconds = startup_s
+        app.load_weights_seconds = self.settings.scaled(load_s)
+        app.startup_available_gib = self.startup_available_gib
+        app.capture_bs = list(self.capture_bs)
+        app.launch_argv = list(self.argv)
+        engine.start()
+        server = await self._bind(app)
+        if server is None:
+            return 1
+        warm = loop.create_task(self._warmup(app, facts))
+        served_at = time.monotonic()
+        await stop.wait()
+        sigterm = bool(stop_signal) and stop_signal[0] == signal.SIGTERM
+        if sigterm:
+            await self._drain(engine, served_at)
+        warm.cancel()
+        self._shut_down(server, sigterm)
+        return 0
 
-        engine = Engine(
+    def _request_stop(self, signum: int, stop: asyncio.Event, stop_signal: list[int]) -> None:
+        self._stopping = True
+        if not stop_signal:
+            stop_signal.append(signum)
+            if signum == signal.SIGTERM:  # SGLang's SignalHandler.sigterm_handler
+                self.log("SIGTERM received. signum=None frame=None. Draining requests and shutting down...")
+        stop.set()
+
+    def _engine(self, plan: memory.MemoryPlan, kind: gpus.GpuKind) -> Engine:
+        args, log = self.args, self.log
+        return Engine(
             self._timing(plan, kind),
             max_running=plan.max_running_requests,
             max_total_tokens=plan.max_total_num_tokens,
-            time_scale=settings.time_scale,
+            time_scale=self.settings.time_scale,
             decode_log_interval=args.decode_log_interval,
             log=lambda m: log(m, 0),
             hybrid=plan.mamba_slots is not None,
@@ -727,85 +839,69 @@ class SimServer:
             pending_token_field=self.follows_contract,
         )
 
-        def crash() -> None:
-            def die() -> None:
-                self.fail(
-                    StartupFailure(
-                        "RuntimeError: CUDA error: an illegal memory access was encountered (sglbench sim: "
-                        f"SGLBENCH_SIM_CRASH_AFTER_REQUESTS={settings.crash_after_requests})",
-                        [
-                            (
-                                f"{SGLANG_SRC}/srt/managers/scheduler.py",
-                                2995,
-                                "run_scheduler_process",
-                                "scheduler.event_loop_overlap()",
-                            )
-                        ],
-                    )
+    def _crash_soon(self, loop: asyncio.AbstractEventLoop) -> Callable[[], None]:
+        """The crash fault: once called, the scheduler dies of a CUDA error shortly after."""
+        failure = StartupFailure(
+            "RuntimeError: CUDA error: an illegal memory access was encountered (sglbench sim: "
+            f"SGLBENCH_SIM_CRASH_AFTER_REQUESTS={self.settings.crash_after_requests})",
+            [
+                (
+                    f"{SGLANG_SRC}/srt/managers/scheduler.py",
+                    2995,
+                    "run_scheduler_process",
+                    "scheduler.event_loop_overlap()",
                 )
-                os._exit(1)
+            ],
+        )
 
+        def die() -> None:
+            self.fail(failure)
+            os._exit(1)
+
+        def crash() -> None:
             loop.call_later(0.05, die)
 
-        app = api.SimApp(args, settings, plan, facts, engine, spec_cfg, server_args, log, crash)
-        app.gpu_name = kind.smi_name
-        app.gpu_ids = list(self.gpu_ids)
-        app.startup_seconds = startup_s
-        app.load_weights_seconds = settings.scaled(load_s)
-        app.startup_available_gib = self.startup_available_gib
-        app.capture_bs = list(self.capture_bs)
-        app.launch_argv = list(self.argv)
-        engine.start()
+        return crash
 
-        def access_log(request: Request, status: int) -> None:
-            reason = {
-                200: "OK",
-                400: "Bad Request",
-                401: "Unauthorized",
-                404: "Not Found",
-                500: "Internal Server Error",
-                503: "Service Unavailable",
-            }.get(status, "")
-            log(
-                f'INFO:     {request.client} - "{request.method} {request.target} HTTP/1.1" {status} {reason}'
-            )
-
+    async def _bind(self, app: api.SimApp) -> asyncio.Server | None:
+        """uvicorn's startup lines and the bound server, or None (logged, workers gone) when the
+        address is taken."""
+        args, log = self.args, self.log
         log(f"INFO:     Started server process [{os.getpid()}]")
         log("INFO:     Waiting for application startup.")
         log("INFO:     Application startup complete.")
         try:
-            server = await serve(args.host, args.port, app.handle, access_log)
+            server = await serve(args.host, args.port, app.handle, _access_logger(log))
         except OSError as exc:
             log(
                 f"ERROR:    [Errno {exc.errno}] error while attempting to bind on address "
                 f"('{args.host}', {args.port}): {(exc.strerror or str(exc)).lower()}"
             )
             self.kill_workers()
-            return 1
+            return None
         log(f"INFO:     Uvicorn running on http://{args.host}:{args.port} (Press CTRL+C to quit)")
+        return server
 
-        async def warmup() -> None:
-            if settings.never_ready:
-                return
-            if not args.skip_server_warmup:
-                ids = textgen.encode("The capital city of France is", facts.vocab_size)
-                req = app._new_request(
-                    ids, {"max_new_tokens": 8, "temperature": 0}, default_max_new=8, is_health=True
-                )
-                app._submit(req)
-                await app._wait_done(req)
-                peer = f"127.0.0.1:{40000 + os.getpid() % 20000}"
-                log(f'INFO:     {peer} - "POST {sglang_facts.GENERATE} HTTP/1.1" 200 OK')
-            app.ready = True
-            log("The server is fired up and ready to roll!")
+    async def _warmup(self, app: api.SimApp, facts: modelinfo.ModelFacts) -> None:
+        """SGLang's warm-up request to itself, then ready (never, with the never-ready fault)."""
+        if self.settings.never_ready:
+            return
+        if not self.args.skip_server_warmup:
+            ids = textgen.encode("The capital city of France is", facts.vocab_size)
+            req = app._new_request(
+                ids, {"max_new_tokens": 8, "temperature": 0}, default_max_new=8, is_health=True
+            )
+            app._submit(req)
+            await app._wait_done(req)
+            peer = f"127.0.0.1:{40000 + os.getpid() % 20000}"
+            self.log(f'INFO:     {peer} - "POST {sglang_facts.GENERATE} HTTP/1.1" 200 OK')
+        app.ready = True
+        self.log("The server is fired up and ready to roll!")
 
-        warm = loop.create_task(warmup())
-        served_at = time.monotonic()
-        await stop.wait()
-        if stop_signal and stop_signal[0] == signal.SIGTERM:
-            await self._drain(engine, served_at)
-        warm.cancel()
-        if stop_signal and stop_signal[0] == signal.SIGTERM:
+    def _shut_down(self, server: asyncio.Server, sigterm: bool) -> None:
+        """uvicorn's shutdown lines (after SGLang's process-tree kill on SIGTERM), then the workers go."""
+        log = self.log
+        if sigterm:
             pid = os.getpid()
             log(f"kill_process_tree called: parent_pid={pid}, include_parent=False, pid={pid}")
         log("INFO:     Shutting down")
@@ -813,9 +909,7 @@ class SimServer:
         log("INFO:     Waiting for application shutdown.")
         log("INFO:     Application shutdown complete.")
         log(f"INFO:     Finished server process [{os.getpid()}]")
-        keep = 0 if settings.orphan_worker else None
-        self.kill_workers(keep=keep)
-        return exit_code
+        self.kill_workers(keep=0 if self.settings.orphan_worker else None)
 
     async def _drain(self, engine: Engine, served_at: float) -> None:
         """SGLang's ``sigterm_watchdog``: it looks every 5 s (scaled here) whether SIGTERM came, then

@@ -119,6 +119,35 @@ def test_malformed_input_raises_http_error():
         loop.close()
 
 
+def test_chunk_extension_and_trailer_are_read_past():
+    body = b"".join(b"%x;name=v \r\n%s\r\n" % (len(e), e) for e in EVENTS) + b"0\r\nX-Trailer: 1\r\n\r\n"
+    got: list[tuple[bytes, float]] = []
+    loop, ex = _exchange(got)
+    try:
+        assert not ex.feed(SSE_HEAD + body[:-3], 0.0)  # the trailer's blank line not yet here
+        assert ex.feed(body[-3:], 1.0)
+        assert [p for p, _ in got] == [b'{"a":1}', b'{"a":2}', b"[DONE]"]
+        assert ex.resp.headers_t == 0.0 and ex.resp.end_t == 1.0
+    finally:
+        loop.close()
+
+
+def test_bytes_after_the_response_and_an_endless_head_raise_http_error():
+    loop, ex = _exchange([])
+    try:
+        with pytest.raises(http.HttpError, match="after the end"):
+            ex.feed(SSE_HEAD + _chunked(*EVENTS) + b"HTTP/1.1", 0.0)
+    finally:
+        loop.close()
+    loop, ex = _exchange([])
+    try:
+        assert not ex.feed(b"HTTP/1.1 200 OK\r\nX-Big: " + b"a" * (http.MAX_HEADER_BYTES - 40), 0.0)
+        with pytest.raises(http.HttpError, match="larger than 64 KiB"):
+            ex.feed(b"a" * 41, 1.0)
+    finally:
+        loop.close()
+
+
 def test_endpoint_parsing_and_errors():
     ep = http.Endpoint.from_url("http://127.0.0.1:30000/")
     assert (ep.host, ep.port, ep.base_path) == ("127.0.0.1", 30000, "")
