@@ -190,13 +190,13 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.sglbench_capacity import PlanError, plan_command
+from ansible.module_utils.sglbench_gpus import context_overhead_gib
 from ansible.module_utils.sglbench_model_identity import models_identity
 from ansible.module_utils.sglbench_nvidia_smi import read_cmdline
 from ansible.module_utils.sglbench_plan_inputs import (
     PlanInputError,
     add_reclaimable,
     apps_argv,
-    context_overhead_gib,
     find_markers,
     free_gib_at_start,
     gpu_memory,

@@ -203,6 +203,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.sglbench_atomic_file import write_atomic
 from ansible.module_utils.sglbench_host_guard import Campaign, GuardRefused, bench_guard, check_invocation
 from ansible.module_utils.sglbench_loadgen import (
+    DEFAULT_MAX_CONCURRENCY,
     BenchSpec,
     LoadgenError,
     LoadPoint,
@@ -274,7 +275,7 @@ def load_points(p: dict, module: AnsibleModule) -> list:
     cap = p["max_concurrency"]
     if cap is None:
         cap = effective_max_running_requests(fetch_server_info(p["url"], p["api_key"]))
-    return [LoadPoint(concurrency=c) for c in concurrency_ladder(cap or 64)]
+    return [LoadPoint(concurrency=c) for c in concurrency_ladder(cap or DEFAULT_MAX_CONCURRENCY)]
 
 
 def write_records(path: str, rows: list) -> None:

@@ -239,14 +239,9 @@ def _mib(value: str, default: int) -> int:
         return default
 
 
-def context_overhead_gib(tp_size: int) -> float:
-    """Memory a rank's CUDA context/NCCL take before SGLang measures its free memory (planner's constant)."""
-    return gpus.DEFAULT_CONTEXT_OVERHEAD_GIB + (gpus.TP_OVERHEAD_GIB if tp_size > 1 else 0.0)
-
-
 def free_gib_at_start(mem: GpuMemory, tp_size: int, overhead_gib: float | None = None) -> float:
     """Free memory per rank when SGLang starts: the smallest free figure minus the context overhead."""
-    overhead = context_overhead_gib(tp_size) if overhead_gib is None else float(overhead_gib)
+    overhead = gpus.context_overhead_gib(tp_size) if overhead_gib is None else float(overhead_gib)
     return mem.min_free_mib / 1024.0 - overhead
 
 
@@ -259,7 +254,6 @@ __all__ = [
     "SglangInstall",
     "add_reclaimable",
     "apps_argv",
-    "context_overhead_gib",
     "find_markers",
     "free_gib_at_start",
     "gpu_memory",
