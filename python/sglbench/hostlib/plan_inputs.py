@@ -8,9 +8,9 @@ GPU or an SGLang install.
 - **Installed SGLang**: ``<python> -c "<PROBE_CODE>"`` prints the version, the package directory and
   an optional sglbench marker (see :data:`PROBE_CODE`). The accounting variant then comes from, in
   order: an explicit choice, the marker (``sglang.__sglbench_accounting__``, set only by the sim
-  host's stand-in package to the variant it emulates), the grep markers of ``reference/sglang.md`` §0
-  in the installed ``srt`` tree (``capacity.accounting_from_source``), the version
-  (``capacity.accounting_for_version``).
+  host's stand-in package to the variant it emulates), the source markers (:data:`SOURCE_MARKERS`,
+  ``docs/capacity.md`` "SGLang version → variant") in the installed ``srt`` tree
+  (``capacity.accounting_from_source``), the version (``capacity.accounting_for_version``).
 - **GPU memory**: the planner needs the capacity (``memory.total``) and the free memory when SGLang
   measures it, i.e. after its CUDA context exists. ``nvidia-smi`` shows the free memory *before*
   that, so the free figure is ``min(memory.free + reclaimable) - context overhead`` over the GPUs
@@ -39,7 +39,8 @@ PROBE_CODE = (
     "import sglang,os;print(sglang.__version__, os.path.dirname(sglang.__file__), "
     "getattr(sglang, '__sglbench_accounting__', None) or '-')"
 )
-# Source markers of the accounting variants (reference/sglang.md §0); grepped in <dir>/srt.
+# Source markers of the accounting variants (docs/capacity.md, "SGLang version → variant"), grepped in
+# <dir>/srt.
 SOURCE_MARKERS: tuple[str, ...] = (
     "max_running_request is zero",
     "state cache is too small",

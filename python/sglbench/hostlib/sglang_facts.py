@@ -7,8 +7,9 @@ generator and the SGLang stand-in. Copies that cannot import this module (role a
 docs, Jinja templates, the stand-in's README) are compared with it by
 ``tests/python/hostlib/test_sglang_facts.py``, so a copy that drifts fails the fast suite.
 
-Sources: ``/work/shared/reference/sglang.md`` §1.1 (speculative flags per release), §2.2 (startup
-reservation), §4 (HTTP API); ``specdec.md`` §1-3 (DFlash, DDTree, the other algorithms).
+Where the facts are explained: ``docs/sglang-releases.md`` (speculative flags per release),
+``docs/capacity.md`` (the startup reservation of each algorithm), ``docs/contract.md`` (the HTTP API
+as the real SGLang and the stand-in answer it).
 """
 
 from __future__ import annotations
