@@ -20,7 +20,13 @@ def test_ladder_doubles_and_ends_at_the_cap() -> None:
 
 @pytest.mark.parametrize(
     ("concurrency", "rate", "label"),
-    [(4, None, "c4"), (None, 2.5, "r2.5"), (8, 2.5, "r2.5-c8"), (None, math.inf, "rinf"), (None, "inf", "rinf")],
+    [
+        (4, None, "c4"),
+        (None, 2.5, "r2.5"),
+        (8, 2.5, "r2.5-c8"),
+        (None, math.inf, "rinf"),
+        (None, "inf", "rinf"),
+    ],
 )
 def test_point_label(concurrency: int | None, rate: float | str | None, label: str) -> None:
     assert load_points.point_label(concurrency, rate) == label
