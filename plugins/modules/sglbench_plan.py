@@ -103,12 +103,7 @@ options:
     description: nvidia-smi executable.
     type: str
     default: nvidia-smi
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-author:
+extends_documentation_fragment:
   - sglbench
 """
 

@@ -147,13 +147,11 @@ options:
         when the caller stores them on the controller (the cycle does, one point per call).
     type: bool
     default: false
+extends_documentation_fragment:
+  - sglbench
 attributes:
   check_mode:
     support: none
-  diff_mode:
-    support: none
-author:
-  - sglbench
 """
 
 EXAMPLES = r"""
