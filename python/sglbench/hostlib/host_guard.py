@@ -27,6 +27,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
+try:  # on the GPU host: shipped as ansible module_utils
+    from ansible.module_utils import sglbench_flock as flock  # type: ignore[import-not-found]
+except ImportError:  # controller, sim, tests
+    from sglbench.hostlib import flock
+
 DEFAULT_DIR = "/run/sglbench"
 LOCK_NAME = "bench.lock"
 
@@ -83,19 +88,7 @@ def read_holder(path: str) -> BenchHolder | None:
         return None
 
 
-def lock_held(path: str) -> bool:
-    """Somebody holds the bench lock right now."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-    return False
+lock_held = flock.lock_held  # somebody holds the bench lock right now
 
 
 @contextlib.contextmanager
@@ -107,11 +100,8 @@ def bench_guard(
     """
     os.makedirs(directory, mode=0o755, exist_ok=True)
     path = lock_path(directory)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
+    fd = flock.try_lock(path, 0o644)
+    if fd is None:
         holder = read_holder(path)
         who = holder.describe() if holder else "holder unknown"
         raise GuardRefused(
@@ -120,8 +110,7 @@ def bench_guard(
         ) from None
     holder = BenchHolder(os.getpid(), unit, url, campaign.run_id, campaign.controller, time.time())
     try:
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, (json.dumps(asdict(holder)) + "\n").encode(), 0)
+        flock.write_holder(fd, json.dumps(asdict(holder)) + "\n")
         yield holder
     finally:
         with contextlib.suppress(OSError):
