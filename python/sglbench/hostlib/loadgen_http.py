@@ -218,25 +218,18 @@ class _Exchange:
                 else:
                     self._remaining = size
                     state = _CHUNK_DATA
-            elif state == _CHUNK_DATA:
+            elif state in (_CHUNK_DATA, _BODY_LEN):  # a counted run of body bytes
                 take = min(self._remaining, n - pos)
                 parts.append(buf[pos : pos + take])
                 pos += take
                 self._remaining -= take
                 if self._remaining == 0:
-                    state = _CHUNK_CRLF
+                    state = _CHUNK_CRLF if state == _CHUNK_DATA else _DONE
             elif state == _CHUNK_CRLF:
                 if n - pos < 2:
                     break
                 pos += 2
                 state = _CHUNK_SIZE
-            elif state == _BODY_LEN:
-                take = min(self._remaining, n - pos)
-                parts.append(buf[pos : pos + take])
-                pos += take
-                self._remaining -= take
-                if self._remaining == 0:
-                    state = _DONE
             elif state == _BODY_EOF:
                 parts.append(buf[pos:])
                 pos = n
