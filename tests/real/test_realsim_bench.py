@@ -47,9 +47,7 @@ MAX_NEW_TOKENS = 16
 
 pytestmark = pytest.mark.real
 if not HAVE_ENV:  # one skip line for the module
-    pytest.skip(NO_REAL_ENV,
-        allow_module_level=True,
-    )
+    pytest.skip(NO_REAL_ENV, allow_module_level=True)
 
 
 @dataclass
