@@ -15,10 +15,12 @@ from ansible.module_utils.common.text.converters import to_bytes
 
 REPO = Path(__file__).resolve().parents[3]
 
-# One copy of every class: alias ansible.module_utils.sglbench_<name> to sglbench.hostlib.<name>.
-for _name in ("server_api", "systemd_unit", "readiness", "nvidia_smi", "unit_files", "sglang_logs",
-              "atomic_file", "plan_inputs", "sglang_parser_dump", "host_guard"):
-    assert (REPO / "plugins" / "module_utils" / f"sglbench_{_name}.py").is_symlink(), _name
+# The modules import ansible.module_utils.sglbench_<name>: alias each to the sglbench.hostlib.<name> the
+# rest of the suite imports (one copy of every class, unlike extending ansible.module_utils.__path__,
+# which would load a second copy of each). Loaded before any test module of this directory.
+for _link in sorted((REPO / "plugins" / "module_utils").glob("sglbench_*.py")):
+    assert _link.is_symlink(), _link
+    _name = _link.stem.removeprefix("sglbench_")
     _mod = importlib.import_module(f"sglbench.hostlib.{_name}")
     sys.modules.setdefault(f"ansible.module_utils.sglbench_{_name}", _mod)
     if not hasattr(ansible.module_utils, f"sglbench_{_name}"):

@@ -3,7 +3,6 @@ this campaign made; a dead campaign's client is ended by the next stop phase of 
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import signal
@@ -14,19 +13,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-import ansible.module_utils
 import pytest
+import sglbench_host_guard
+import sglbench_prompt_bench
 
-for _name in ("loadgen", "loadgen_http", "loadgen_api", "metrics", "prompts"):
-    _mod = importlib.import_module(f"sglbench.hostlib.{_name}")
-    sys.modules.setdefault(f"ansible.module_utils.sglbench_{_name}", _mod)
-    if not hasattr(ansible.module_utils, f"sglbench_{_name}"):
-        setattr(ansible.module_utils, f"sglbench_{_name}", _mod)
-
-import sglbench_host_guard  # noqa: E402
-import sglbench_prompt_bench  # noqa: E402
-
-from sglbench.hostlib import host_guard, nullserver, prompts, systemd_unit  # noqa: E402
+from sglbench.hostlib import host_guard, nullserver, prompts, systemd_unit
 
 REPO = Path(__file__).resolve().parents[3]
 ME = host_guard.Campaign("run-b", "ctl-1")

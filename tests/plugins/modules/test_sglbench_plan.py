@@ -14,25 +14,7 @@ REPO = Path(__file__).resolve().parents[3]
 MODELS = REPO / "tests" / "fixtures" / "models"
 HF_CACHE = REPO / "tests" / "fixtures" / "hf_cache"  # HF_HOME layout: hub/models--Qwen--Qwen3-8B
 
-# The module imports ansible.module_utils.sglbench_<name>: alias those to the already imported
-# sglbench.hostlib.<name> modules (one copy of every class, so the rest of the suite is unaffected,
-# unlike extending ansible.module_utils.__path__, which would load a second copy of each).
-import importlib  # noqa: E402
-
-import ansible.module_utils  # noqa: E402
-
-_USED = ("capacity", "checkpoint", "geometry", "gpus", "nvidia_smi", "plan_inputs", "plan_policy")
-_USED += ("sglang_catalog", "sglang_args", "model_identity")
-_USED += ("hf_cache",)
-for _name in _USED:
-    assert (REPO / "plugins" / "module_utils" / f"sglbench_{_name}.py").is_symlink(), _name
-    _mod = importlib.import_module(f"sglbench.hostlib.{_name}")
-    sys.modules.setdefault(f"ansible.module_utils.sglbench_{_name}", _mod)
-    if not hasattr(ansible.module_utils, f"sglbench_{_name}"):
-        setattr(ansible.module_utils, f"sglbench_{_name}", _mod)
-if str(REPO / "plugins" / "modules") not in sys.path:
-    sys.path.insert(0, str(REPO / "plugins" / "modules"))
-
+# conftest.py aliases ansible.module_utils.sglbench_<name> to sglbench.hostlib.<name>.
 import sglbench_plan  # noqa: E402
 from ansible.module_utils import basic  # noqa: E402
 from ansible.module_utils.common.text.converters import to_bytes  # noqa: E402

@@ -2,24 +2,12 @@
 
 from __future__ import annotations
 
-import importlib
 import json
-import sys
 
-import ansible.module_utils
 import pytest
+import sglbench_prompt_bench
 
-# Alias the loadgen module_utils to the hostlib modules (one copy of every class), like conftest does
-# for the other module_utils.
-for _name in ("loadgen", "loadgen_http", "loadgen_api", "metrics", "prompts"):
-    _mod = importlib.import_module(f"sglbench.hostlib.{_name}")
-    sys.modules.setdefault(f"ansible.module_utils.sglbench_{_name}", _mod)
-    if not hasattr(ansible.module_utils, f"sglbench_{_name}"):
-        setattr(ansible.module_utils, f"sglbench_{_name}", _mod)
-
-import sglbench_prompt_bench  # noqa: E402
-
-from sglbench.hostlib import nullserver, prompts  # noqa: E402
+from sglbench.hostlib import nullserver, prompts
 
 
 @pytest.fixture(scope="module")
