@@ -28,12 +28,9 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-try:  # on the GPU host: shipped as ansible module_utils
-    from ansible.module_utils import sglbench_sglang_parser_dump as parser_dump  # type: ignore[import-not-found]
-except ImportError:  # controller, sim, tests
-    from sglbench.hostlib import sglang_parser_dump as parser_dump
-
-SCHEMA = parser_dump.SCHEMA
+# sglang_parser_dump declares the same id: it runs alone in SGLang's interpreter and imports nothing of
+# ours (tests/python/hostlib/test_sglang_parser_dump.py holds the two equal).
+SCHEMA = "sglbench.sglang_catalog/1"
 RENAMES_SCHEMA = "sglbench.sglang_renames/1"
 RENAMES_FILE = "renames.json"
 ACTIONS = frozenset(
