@@ -168,6 +168,8 @@ class _Exchange:
 
         De-chunked body pieces of one read are joined and handed to the body sink once, so a read that
         carries many small HTTP chunks (one SSE event each, as SGLang sends them) costs one SSE split.
+        The parser's states stay in this one loop over locals (over the ~80 lines a function gets here):
+        it runs once per socket read, and a call per state would cost on every chunk of every stream.
         """
         resp = self.resp
         if resp.first_byte_t is None:
