@@ -408,8 +408,6 @@ def test_inputs_longer_than_the_context(server: Server) -> None:
     assert ok.status_code == 200
 
 
-
-
 def log_shape(line: str) -> str:
     """A log line without its timestamp, with numbers (not inside names, signed: the CPU engine logs
     "mem usage=-0.00 GB" when memory was freed while loading) as N."""
