@@ -45,6 +45,15 @@ _PYTHON_SRC = str(Path(__file__).resolve().parent.parent / "python")
 if _PYTHON_SRC not in sys.path:  # the checkout's package (also inside the scratch venv's worker)
     sys.path.insert(0, _PYTHON_SRC)
 
+# The catalog file format (schema ids, actions, the writers) is the loader's.
+from sglbench.hostlib.sglang_catalog import ACTIONS as ALLOWED_ACTIONS  # noqa: E402, F401 - for the tests
+from sglbench.hostlib.sglang_catalog import (  # noqa: E402
+    RENAMES_SCHEMA,  # noqa: F401 - re-exported for the tests
+    SCHEMA,
+    render_catalog,
+    render_renames,
+)
+
 # One conversion from an argparse parser to catalog entries, shared with the GPU host's dump.
 from sglbench.hostlib.sglang_parser_dump import (  # noqa: E402
     ARGPARSE_ACTIONS,  # noqa: F401 - re-exported for the tests
@@ -145,8 +154,6 @@ CURATED_RENAMES: list[dict[str, str]] = [
     },
 ]
 
-SCHEMA = "sglbench.sglang_catalog/1"
-RENAMES_SCHEMA = "sglbench.sglang_renames/1"
 GENERATED_BY = "scripts/sglang_catalog.py"
 
 REPO = Path(__file__).resolve().parent.parent
@@ -230,19 +237,6 @@ KNOWN_TRANSITIVE: list[str] = [
     "vllm",  # optional backend, imported inside try blocks
 ]
 
-ALLOWED_ACTIONS = frozenset(
-    {
-        "store",
-        "store_true",
-        "store_false",
-        "store_const",
-        "append",
-        "append_const",
-        "count",
-        "bool_optional",
-        "version",
-    }
-)
 
 
 
@@ -301,19 +295,6 @@ def runtime_requirements(metadata: str, server_extras: Iterable[str] = ("srt",))
         if out.get(name) is None:
             out[name] = v.group(1) if v else None
     return out
-
-
-def render_catalog(meta: dict[str, Any], flags: list[dict[str, Any]]) -> str:
-    """The catalog file's text: top-level keys first, then one flag object per line."""
-    head = [f" {json.dumps(k)}: {json.dumps(v, ensure_ascii=False)}" for k, v in meta.items()]
-    lines = ["{" + head[0][1:], *head[1:]]
-    body = ",\n".join("  " + json.dumps(f, ensure_ascii=False, separators=(", ", ": ")) for f in flags)
-    return ",\n".join(lines) + ',\n "flags": [\n' + body + "\n ]}\n"
-
-
-def render_renames(renames: list[dict[str, Any]]) -> str:
-    body = ",\n".join("  " + json.dumps(r, ensure_ascii=False) for r in renames)
-    return '{"schema": "' + RENAMES_SCHEMA + '",\n "renames": [\n' + body + ("\n" if body else "") + " ]}\n"
 
 
 def _name_similarity(a: str, b: str) -> float:

@@ -52,3 +52,18 @@ def test_yamllint_strict() -> None:
 def test_ruff() -> None:
     proc = run([tool("ruff"), "check", "python", "plugins", "tests", "benchmarks", "scripts"])
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
+
+
+# Extension-less Python that ruff does not find by itself, with the oldest Python each runs under
+# (tests/test_host_python.py says why).
+SCRIPTS_WITHOUT_SUFFIX = {
+    "roles/sglang_units/files/sglbench-launch": "py39",
+    "roles/sglang_units/files/sglbench-wait-ready": "py39",
+    "python/sglbench/sim/bin/nvidia-smi": "py310",
+}
+
+
+@pytest.mark.parametrize("path", sorted(SCRIPTS_WITHOUT_SUFFIX))
+def test_ruff_scripts_without_suffix(path: str) -> None:
+    proc = run([tool("ruff"), "check", "--target-version", SCRIPTS_WITHOUT_SUFFIX[path], path])
+    assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]

@@ -51,12 +51,7 @@ options:
     description: Path or name of nvidia-smi.
     type: str
     default: nvidia-smi
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-author:
+extends_documentation_fragment:
   - sglbench
 """
 

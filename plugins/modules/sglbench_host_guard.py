@@ -13,8 +13,8 @@ description:
   - When the lock is held by a client of the same I(controller), its campaign is gone (the controller's
     host lock is ours), so the client and its child processes get SIGTERM, then SIGKILL after
     I(kill_grace) seconds.
-  - When it is held by a client of another controller, the module fails naming it: two controllers must
-    not drive one host.
+  - When it is held by a client of another controller, the module fails and names it, since two
+    controllers must not drive one host.
   - Nothing happens (no change) when no client runs. In check mode it only reports.
 options:
   controller:
@@ -33,12 +33,7 @@ options:
     description: Seconds between SIGTERM and SIGKILL.
     type: float
     default: 5
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-author:
+extends_documentation_fragment:
   - sglbench
 """
 

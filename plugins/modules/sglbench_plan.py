@@ -103,12 +103,7 @@ options:
     description: nvidia-smi executable.
     type: str
     default: nvidia-smi
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-author:
+extends_documentation_fragment:
   - sglbench
 """
 
@@ -190,13 +185,13 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.sglbench_hostlib.capacity import PlanError, plan_command
+from ansible.module_utils.sglbench_hostlib.gpus import context_overhead_gib
 from ansible.module_utils.sglbench_hostlib.model_identity import models_identity
 from ansible.module_utils.sglbench_hostlib.nvidia_smi import read_cmdline
 from ansible.module_utils.sglbench_hostlib.plan_inputs import (
     PlanInputError,
     add_reclaimable,
     apps_argv,
-    context_overhead_gib,
     find_markers,
     free_gib_at_start,
     gpu_memory,

@@ -147,13 +147,11 @@ options:
         when the caller stores them on the controller (the cycle does, one point per call).
     type: bool
     default: false
+extends_documentation_fragment:
+  - sglbench
 attributes:
   check_mode:
     support: none
-  diff_mode:
-    support: none
-author:
-  - sglbench
 """
 
 EXAMPLES = r"""
@@ -208,6 +206,7 @@ from ansible.module_utils.sglbench_hostlib.host_guard import (
     check_invocation,
 )
 from ansible.module_utils.sglbench_hostlib.loadgen import (
+    DEFAULT_MAX_CONCURRENCY,
     BenchSpec,
     LoadgenError,
     LoadPoint,
@@ -279,7 +278,7 @@ def load_points(p: dict, module: AnsibleModule) -> list:
     cap = p["max_concurrency"]
     if cap is None:
         cap = effective_max_running_requests(fetch_server_info(p["url"], p["api_key"]))
-    return [LoadPoint(concurrency=c) for c in concurrency_ladder(cap or 64)]
+    return [LoadPoint(concurrency=c) for c in concurrency_ladder(cap or DEFAULT_MAX_CONCURRENCY)]
 
 
 def write_records(path: str, rows: list) -> None:

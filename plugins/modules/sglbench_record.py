@@ -25,12 +25,7 @@ options:
     description: File mode.
     type: str
     default: "0644"
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-author:
+extends_documentation_fragment:
   - sglbench
 """
 

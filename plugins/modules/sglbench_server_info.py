@@ -24,12 +24,7 @@ options:
     description: Seconds to wait for each HTTP request.
     type: float
     default: 10
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-author:
+extends_documentation_fragment:
   - sglbench
 """
 

@@ -9,7 +9,7 @@ short_description: Read the launch_server flags of the installed SGLang from its
 description:
   - Asks I(sglang_python) for the installed SGLang's version and package directory, then builds the
     release's C(launch_server) parser (C(ServerArgs.add_cli_args)) in that interpreter and returns its
-    flags as a catalog (spellings, actions, arity, types, choices, defaults): the authority the matrix
+    flags as a catalog (spellings, actions, arity, types, choices, defaults), the authority the matrix
     checks and the capacity planner validate each config's command line against.
   - The catalog is cached per interpreter, version and install (key in C(cache_key)) under
     I(cache_dir), so the parser is built once per host and SGLang version. Nothing is written in check
@@ -34,12 +34,7 @@ options:
     description: Seconds the version probe and the parser dump may take each.
     type: int
     default: 180
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-author:
+extends_documentation_fragment:
   - sglbench
 """
 

@@ -40,13 +40,11 @@ options:
     description: Verify changed units with C(systemd-analyze verify) before installing them.
     type: bool
     default: true
+extends_documentation_fragment:
+  - sglbench
 attributes:
-  check_mode:
-    support: full
   diff_mode:
     support: full
-author:
-  - sglbench
 """
 
 EXAMPLES = r"""

@@ -38,12 +38,7 @@ options:
     description: Timeout in seconds of one HTTP probe.
     type: float
     default: 2.0
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-author:
+extends_documentation_fragment:
   - sglbench
 """
 

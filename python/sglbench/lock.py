@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from sglbench.hostlib import flock
 from sglbench.secretcheck import redact_argv
 
 POLL_S = 0.5
@@ -126,17 +127,7 @@ def holder_record(host: str, command: str) -> dict[str, Any]:
 
 def probe_free(path: Path) -> bool:
     """True when nobody holds ``path`` (taken and released at once; a missing file is free)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
-        return True
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return False
-    finally:
-        os.close(fd)
-    return True
+    return not flock.lock_held(path)
 
 
 class HostLock:
@@ -156,15 +147,10 @@ class HostLock:
             if self.lock_dir.parent == Path("/run/lock"):  # shared by every user, like /tmp
                 with contextlib.suppress(OSError):
                     os.chmod(self.lock_dir, 0o1777)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
+        fd = flock.try_lock(self.path, 0o666)
+        if fd is None:
             return False
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, (json.dumps(holder_record(self.host, self.command)) + "\n").encode(), 0)
-        os.fsync(fd)
+        flock.write_holder(fd, json.dumps(holder_record(self.host, self.command)) + "\n", sync=True)
         self._fd = fd
         return True
 
@@ -273,14 +259,10 @@ class RunLock:
 
     def try_acquire(self) -> bool:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
+        fd = flock.try_lock(self.path, 0o600)
+        if fd is None:
             return False
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        flock.write_holder(fd, f"{os.getpid()}\n")
         self._fd = fd
         return True
 

@@ -29,7 +29,7 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from sglbench.hostlib import sglang_facts
+from sglbench.hostlib import load_points, sglang_facts
 from sglbench.hostlib.atomic_file import write_atomic  # the one atomic writer (also shipped to hosts)
 
 IDENTITY_SCHEMA = sglang_facts.IDENTITY_SCHEMA
@@ -41,7 +41,7 @@ PREVIOUS_DIR = "previous"
 REQUESTS_FILE = "requests.jsonl"
 # Files of one attempt that a new attempt replaces (moved aside first, never overwritten in place).
 ATTEMPT_FILES = ("record.json", "journal.log", "unit.service", REQUESTS_FILE)
-DEFAULT_LADDER_CAP = 64
+DEFAULT_LADDER_CAP = load_points.DEFAULT_LADDER_CAP
 # Keys of the load parameters left out of the identity hash: they change how a point is judged, not what is
 # measured, and only points without a failed request are ever reused, whose judgement they cannot change.
 UNHASHED_LOAD_KEYS = ("max_error_rate",)
@@ -92,25 +92,12 @@ def attempt_identity(parts: Mapping[str, Any]) -> dict[str, Any]:
 
 
 # -- points -----------------------------------------------------------------------------------------
-def point_label(concurrency: int | None, request_rate: float | str | None) -> str:
-    """Same label as the load generator's LoadPoint.label(): c4, r2.5, r2.5-c8, rinf."""
-    if request_rate is None:
-        return f"c{concurrency}"
-    rate = float(request_rate)
-    cap = f"-c{concurrency}" if concurrency else ""
-    return f"r{rate:g}{cap}"
-
-
 def concurrency_ladder(cap: int) -> list[int]:
     """1, 2, 4, ... up to ``cap`` (included even when not a power of two)."""
-    if cap < 1:
-        raise ResumeError(f"ladder cap must be >= 1, got {cap}")
-    out, c = [], 1
-    while c < cap:
-        out.append(c)
-        c *= 2
-    out.append(cap)
-    return out
+    try:
+        return load_points.concurrency_ladder(cap)
+    except ValueError as exc:
+        raise ResumeError(str(exc)) from None
 
 
 def expected_points(
@@ -142,7 +129,7 @@ def expected_points(
         levels = [(c, None) for c in concurrency_ladder(min(caps) if caps else DEFAULT_LADDER_CAP)]
     out = []
     for c, rate in levels:
-        label = point_label(c, rate)
+        label = load_points.point_label(c, rate)  # as the load generator names its points
         for r in range(repeats):
             point = {"point": label, "concurrency": c, "request_rate": rate, "repeat": r, "seed": seed + r}
             out.append(

@@ -21,7 +21,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -34,20 +33,28 @@ from typing import Any
 import pytest
 import requests
 
-REPO = Path(__file__).resolve().parents[2]
-ENV_SCRIPT = REPO / "scripts" / "real-sglang-env.sh"
-SERVE = REPO / "scripts" / "real-sglang" / "serve.sh"
-VERSION = re.search(r"^SGLANG_VERSION=(\S+)", ENV_SCRIPT.read_text(), re.M)[1]
-ROOT = Path(os.environ.get("SGLBENCH_REAL_SGLANG_HOME", f"/var/cache/sglbench/real-sglang-{VERSION}"))
-HAVE_ENV = (ROOT / "env.sh").is_file() and (ROOT / "venv" / "bin" / "python").exists()
+from real_sglang import CONTEXT_LENGTH as CONTEXT  # noqa: F401
+from real_sglang import (  # noqa: F401 - the real server's facts, re-exported for the contract tests
+    HAVE_ENV,
+    MODEL,
+    NO_REAL_ENV,
+    READY_TIMEOUT,
+    RECORD,
+    REPO,
+    ROOT,
+    STOP_WITHIN,
+    VERSION,
+    free_port,
+    group_members,
+    read_line,
+    serve_command,
+)
+
 RECORDING = REPO / "tests" / "fixtures" / "real_sglang" / VERSION / "contract.json"
 OBSERVED = REPO / "build" / "contract" / VERSION
-RECORD = os.environ.get("SGLBENCH_REAL_SGLANG_RECORD") == "1"
 CATALOG = REPO / "python" / "sglbench" / "hostlib" / "sglang_catalogs" / f"{VERSION}.json"
 SHIM = REPO / "python" / "sglbench" / "sim" / "sglang_shim"
-MODEL = "tiny-qwen2"
 STAND_IN_MODEL = REPO / "tests" / "fixtures" / "models" / MODEL  # the same config.json as the real one
-CONTEXT = 2048  # the tiny models' context (make_tiny_models.py)
 # what scripts/real-sglang/serve.sh passes; the stand-in gets the same command line
 SERVE_FLAGS = [
     "--load-format",
@@ -63,10 +70,7 @@ SERVE_FLAGS = [
     "16384",
 ]
 STAND_IN_TIME_SCALE = "0.01"
-READY_TIMEOUT = 300.0
-STOP_WITHIN = 30.0
 SIDES = ("real", "stand-in")
-NO_REAL_ENV = f"real SGLang {VERSION} CPU env not found at {ROOT}: run `make real-sglang` first"
 
 
 def need_real_env() -> None:
@@ -76,27 +80,6 @@ def need_real_env() -> None:
 
 
 # --- the servers ----------------------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def group_members(pgid: int) -> list[int]:
-    """Live (not zombie) processes of a process group."""
-    pids = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
-            pids.append(int(d.name))
-    return pids
 
 
 def comm(pid: int) -> str | None:
@@ -174,37 +157,16 @@ class Server:
             os.killpg(self.pid, signal.SIGKILL)
 
 
-def _read_line(proc: subprocess.Popen[str], timeout: float) -> str:
-    box: list[str] = []
-    reader = threading.Thread(target=lambda: box.append(proc.stdout.readline() if proc.stdout else ""))
-    reader.daemon = True
-    reader.start()
-    reader.join(timeout)
-    return box[0] if box else ""
-
-
 def start_real(log: Path, extra: list[str]) -> Server:
     need_real_env()
-    port = free_port()
-    cmd = [
-        str(SERVE),
-        "--port",
-        str(port),
-        "--model",
-        MODEL,
-        "--log",
-        str(log),
-        "--timeout",
-        str(READY_TIMEOUT),
-    ]
     proc = subprocess.Popen(
-        [*cmd, "--", *extra] if extra else cmd,
+        serve_command(free_port(), log, extra),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
     )
-    line = _read_line(proc, READY_TIMEOUT + 30)
+    line = read_line(proc, READY_TIMEOUT + 30)
     if not line.startswith("READY"):
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGTERM)

@@ -32,6 +32,7 @@ from contract_lib import (
     wait_gone,
 )
 
+import real_sglang
 from sglbench.hostlib import server_api, sglang_logs
 
 PROMPT = "The quick brown fox jumps over the lazy dog."
@@ -395,17 +396,7 @@ LOG_LINES = {  # the 0.5.23 lines the project reads (sglang_logs) or the stand-i
     "init_begin": r"Init parallel begin\.",
     "init_end": r"Init parallel ends\.",
     "memory_baseline": r"Memory baseline taken\.",
-    "load_weight_begin": r"Load weight begin\.",
-    "load_weight_end": r"Load weight end\.",
-    "kv_cache_allocated": r"KV Cache is allocated\.",
-    "memory_pool_end": r"Memory pool end\.",
-    "summary": r"max_total_num_tokens=",
-    "startup_timings": r"Engine startup timings",
-    "uvicorn": r"Uvicorn running on",
-    "ready": r"The server is fired up and ready to roll!",
-    "prefill_batch": r"Prefill batch",
-    "decode_batch": r"Decode batch",
-    "http_error": r"\[http_server\] Error",
+    **real_sglang.LOG_LINES,
     # lines of older releases that 0.5.23 does not print
     "init_torch_distributed": r"Init torch distributed",
     "using_kv_cache_dtype": r"Using KV cache dtype",

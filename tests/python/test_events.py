@@ -187,7 +187,7 @@ def test_warning_events_keep_their_text_without_colour() -> None:
 
 
 def test_report_as_a_list_message() -> None:
-    # roles/sglang_cycle now reports with `msg: [...]` (seen on a real sim-host run)
+    # roles/sglang_cycle reports with `msg: [...]` (as seen on a sim-host run)
     res = {
         "msg": [
             "x-tp1: failed",

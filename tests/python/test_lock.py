@@ -18,6 +18,16 @@ from sglbench import lock
 REPO = Path(__file__).resolve().parents[2]
 
 
+def _child_holding(code: str) -> subprocess.Popen[str]:
+    """Run ``code`` (which prints "held" once it holds its lock, then waits for stdin) in a child."""
+    env = {**os.environ, "PYTHONPATH": str(REPO / "python")}
+    p = subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
+    )
+    assert p.stdout is not None and p.stdout.readline().strip() == "held"
+    return p
+
+
 def _hold_in_child(lock_dir: Path, host: str) -> subprocess.Popen[str]:
     """A second process that takes the lock, says so, and holds it until stdin closes."""
     code = textwrap.dedent(
@@ -30,12 +40,7 @@ def _hold_in_child(lock_dir: Path, host: str) -> subprocess.Popen[str]:
         sys.stdin.read()
         """
     )
-    env = {**os.environ, "PYTHONPATH": str(REPO / "python")}
-    p = subprocess.Popen(
-        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
-    )
-    assert p.stdout is not None and p.stdout.readline().strip() == "held"
-    return p
+    return _child_holding(code)
 
 
 def test_second_campaign_is_refused_with_the_holder_named(tmp_path: Path) -> None:
@@ -131,12 +136,7 @@ def _hold_tree_in_child(lock_dir: Path, host: str) -> subprocess.Popen[str]:
         sys.stdin.read()
         """
     )
-    env = {**os.environ, "PYTHONPATH": str(REPO / "python")}
-    p = subprocess.Popen(
-        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
-    )
-    assert p.stdout is not None and p.stdout.readline().strip() == "held"
-    return p
+    return _child_holding(code)
 
 
 def test_a_host_stays_busy_while_an_orphaned_campaign_tree_lives(tmp_path: Path) -> None:

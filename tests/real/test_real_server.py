@@ -18,7 +18,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -29,46 +28,33 @@ from pathlib import Path
 import pytest
 import requests
 
-REPO = Path(__file__).resolve().parents[2]
-ENV_SCRIPT = REPO / "scripts" / "real-sglang-env.sh"
-SERVE = REPO / "scripts" / "real-sglang" / "serve.sh"
-VERSION = re.search(r"^SGLANG_VERSION=(\S+)", ENV_SCRIPT.read_text(), re.M)[1]
-ROOT = Path(os.environ.get("SGLBENCH_REAL_SGLANG_HOME", f"/var/cache/sglbench/real-sglang-{VERSION}"))
+from real_sglang import (
+    CONTEXT_LENGTH,
+    HAVE_ENV,
+    LOG_LINES,
+    NO_REAL_ENV,
+    READY_TIMEOUT,
+    RECORD,
+    REPO,
+    STOP_WITHIN,
+    VERSION,
+    free_port,
+    group_members,
+    read_line,
+    serve_command,
+)
+
 CONTRACT = REPO / "tests" / "fixtures" / "real_sglang" / VERSION
 OBSERVED = REPO / "build" / "real_sglang" / VERSION
-RECORD = os.environ.get("SGLBENCH_REAL_SGLANG_RECORD") == "1"
-HAVE_ENV = (ROOT / "env.sh").is_file() and (ROOT / "venv" / "bin" / "python").exists()
 
 pytestmark = pytest.mark.real
 if not HAVE_ENV:  # one skip line for the module, not one per test
-    pytest.skip(
-        f"real SGLang {VERSION} CPU env not found at {ROOT}: run `make real-sglang` first",
-        allow_module_level=True,
-    )
+    pytest.skip(NO_REAL_ENV, allow_module_level=True)
 
-MODEL = "tiny-qwen2"
-CONTEXT_LENGTH = 2048  # scripts/real-sglang/make_tiny_models.py
-READY_TIMEOUT = 300.0
-STOP_WITHIN = 30.0  # seconds from SIGTERM to an empty process group (seen: 2-8 s)
 PROMPT = "The quick brown fox jumps over the lazy dog."
 
 
 # --- the server ---------------------------------------------------------------------------------
-
-
-def pgroup_members(pgid: int) -> list[int]:
-    pids = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            stat = (d / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat.rsplit(")", 1)[1].split()
-        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
-            pids.append(int(d.name))
-    return pids
 
 
 def memory_kb(pids: list[int]) -> tuple[int, int]:
@@ -100,25 +86,9 @@ class Server:
 
     def sample_memory(self) -> None:
         while not self._stop_sampling.wait(0.5):
-            rss, pss = memory_kb(pgroup_members(self.pid))
+            rss, pss = memory_kb(group_members(self.pid))
             self.peak_rss_kb = max(self.peak_rss_kb, rss)
             self.peak_pss_kb = max(self.peak_pss_kb, pss)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def read_ready_line(proc: subprocess.Popen[str], timeout: float) -> str:
-    box: list[str] = []
-    reader = threading.Thread(
-        target=lambda: box.append(proc.stdout.readline() if proc.stdout else ""), daemon=True
-    )
-    reader.start()
-    reader.join(timeout)
-    return box[0] if box else ""
 
 
 def stop_group(proc: subprocess.Popen[str], pgid: int | None) -> None:
@@ -140,17 +110,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     log = tmp_path_factory.mktemp("real_sglang") / "server.log"
     module_t0 = time.monotonic()
     proc = subprocess.Popen(
-        [
-            str(SERVE),
-            "--port",
-            str(port),
-            "--model",
-            MODEL,
-            "--log",
-            str(log),
-            "--timeout",
-            str(READY_TIMEOUT),
-        ],
+        serve_command(port, log),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -158,7 +118,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     )
     pgid = None
     try:
-        line = read_ready_line(proc, READY_TIMEOUT + 30)
+        line = read_line(proc, READY_TIMEOUT + 30)
         if not line.startswith("READY"):
             stop_group(proc, None)
             err = proc.stderr.read() if proc.stderr else ""
@@ -448,21 +408,6 @@ def test_inputs_longer_than_the_context(server: Server) -> None:
     assert ok.status_code == 200
 
 
-LOG_LINES = {  # what the project's log reader (hostlib/sglang_logs.py) looks for, and a few more
-    "load_weight_begin": r"Load weight begin\.",
-    "load_weight_end": r"Load weight end\.",
-    "kv_cache_allocated": r"KV Cache is allocated\.",
-    "memory_pool_end": r"Memory pool end\.",
-    "summary": r"max_total_num_tokens=",
-    "startup_timings": r"Engine startup timings",
-    "uvicorn": r"Uvicorn running on",
-    "ready": r"The server is fired up and ready to roll!",
-    "prefill_batch": r"Prefill batch",
-    "decode_batch": r"Decode batch",
-    "http_error": r"\[http_server\] Error",
-}
-
-
 def log_shape(line: str) -> str:
     """A log line without its timestamp, with numbers (not inside names, signed: the CPU engine logs
     "mem usage=-0.00 GB" when memory was freed while loading) as N."""
@@ -491,7 +436,7 @@ def test_log_lines(server: Server) -> None:
 
 
 def test_sigterm_to_the_launcher_stops_the_process_tree(server: Server) -> None:
-    members = pgroup_members(server.pid)
+    members = group_members(server.pid)
     names = sorted(
         {Path(f"/proc/{p}/comm").read_text().strip() for p in members if Path(f"/proc/{p}").exists()}
     )
@@ -499,9 +444,9 @@ def test_sigterm_to_the_launcher_stops_the_process_tree(server: Server) -> None:
     assert len(members) >= 3, names  # launcher (tokenizer + HTTP), scheduler, detokenizer
     t0 = time.monotonic()
     os.kill(server.pid, signal.SIGTERM)
-    while pgroup_members(server.pid) and time.monotonic() - t0 < STOP_WITHIN:
+    while group_members(server.pid) and time.monotonic() - t0 < STOP_WITHIN:
         time.sleep(0.1)
-    left = pgroup_members(server.pid)
+    left = group_members(server.pid)
     stopped = round(time.monotonic() - t0, 1)
     server.timings["stop_seconds"] = stopped
     assert not left, f"still running {STOP_WITHIN} s after SIGTERM: {left}"

@@ -26,12 +26,9 @@ from typing import Any
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-ENV_SCRIPT = REPO / "scripts" / "real-sglang-env.sh"
+from real_sglang import HAVE_ENV, NO_REAL_ENV, REPO, VERSION
+
 SIMHOST = REPO / "scripts" / "simhost.sh"
-VERSION = re.search(r"^SGLANG_VERSION=(\S+)", ENV_SCRIPT.read_text(), re.M)[1]
-ROOT = Path(os.environ.get("SGLBENCH_REAL_SGLANG_HOME", f"/var/cache/sglbench/real-sglang-{VERSION}"))
-HAVE_ENV = (ROOT / "env.sh").is_file() and (ROOT / "venv" / "bin" / "python").exists()
 OBSERVED = REPO / "build" / "real_sglang" / VERSION
 INVENTORY = REPO / "inventory" / "realsim"
 WRAPPER = f"/opt/sglang-{VERSION}-cpu/bin/python"
@@ -50,10 +47,7 @@ MAX_NEW_TOKENS = 16
 
 pytestmark = pytest.mark.real
 if not HAVE_ENV:  # one skip line for the module
-    pytest.skip(
-        f"real SGLang {VERSION} CPU env not found at {ROOT}: run `make real-sglang` first",
-        allow_module_level=True,
-    )
+    pytest.skip(NO_REAL_ENV, allow_module_level=True)
 
 
 @dataclass

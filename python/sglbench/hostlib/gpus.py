@@ -125,6 +125,11 @@ def known_names() -> list[str]:
     return [k.name for k in GPU_KINDS]
 
 
+def context_overhead_gib(tp_size: int) -> float:
+    """Memory a rank's CUDA context/NCCL take before SGLang measures its free memory (planner's constant)."""
+    return DEFAULT_CONTEXT_OVERHEAD_GIB + (TP_OVERHEAD_GIB if tp_size > 1 else 0.0)
+
+
 def default_free_gib(memory_gib: float, tp_size: int = 1) -> float:
     """Free memory at startup when not measured: capacity minus the documented context overhead."""
-    return memory_gib - DEFAULT_CONTEXT_OVERHEAD_GIB - (TP_OVERHEAD_GIB if tp_size > 1 else 0.0)
+    return memory_gib - context_overhead_gib(tp_size)

@@ -27,6 +27,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from . import flock
+
 DEFAULT_DIR = "/run/sglbench"
 LOCK_NAME = "bench.lock"
 
@@ -83,19 +85,7 @@ def read_holder(path: str) -> BenchHolder | None:
         return None
 
 
-def lock_held(path: str) -> bool:
-    """Somebody holds the bench lock right now."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-    return False
+lock_held = flock.lock_held  # somebody holds the bench lock right now
 
 
 @contextlib.contextmanager
@@ -107,11 +97,8 @@ def bench_guard(
     """
     os.makedirs(directory, mode=0o755, exist_ok=True)
     path = lock_path(directory)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
+    fd = flock.try_lock(path, 0o644)
+    if fd is None:
         holder = read_holder(path)
         who = holder.describe() if holder else "holder unknown"
         raise GuardRefused(
@@ -120,8 +107,7 @@ def bench_guard(
         ) from None
     holder = BenchHolder(os.getpid(), unit, url, campaign.run_id, campaign.controller, time.time())
     try:
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, (json.dumps(asdict(holder)) + "\n").encode(), 0)
+        flock.write_holder(fd, json.dumps(asdict(holder)) + "\n")
         yield holder
     finally:
         with contextlib.suppress(OSError):

@@ -52,11 +52,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import load_points, server_api
 from . import loadgen_api as api_mod
 from . import loadgen_http as http_mod
 from . import metrics as metrics_mod
 from . import prompts as prompts_mod
-from . import server_api
 from . import sglang_facts as facts
 
 Prompt = prompts_mod.Prompt
@@ -69,7 +69,7 @@ Endpoint = http_mod.Endpoint
 _perf = time.perf_counter
 
 SUMMARY_SCHEMA = facts.BENCH_SCHEMA
-DEFAULT_MAX_CONCURRENCY = 64  # ladder cap when neither the user nor the server gives one
+DEFAULT_MAX_CONCURRENCY = load_points.DEFAULT_LADDER_CAP  # when neither the user nor the server gives one
 LOOP_LAG_INTERVAL_S = 0.01
 FLUSH_RETRIES = 5
 MAX_PROCS = 64  # client processes per point (BenchSpec.procs)
@@ -101,10 +101,7 @@ class LoadPoint:
         return "inf" if rr is not None and math.isinf(rr) else rr
 
     def label(self) -> str:
-        if self.request_rate is None:
-            return f"c{self.concurrency}"
-        cap = f"-c{self.concurrency}" if self.concurrency else ""
-        return f"r{self.request_rate:g}{cap}"
+        return load_points.point_label(self.concurrency, self.request_rate)
 
 
 @dataclass
@@ -236,41 +233,14 @@ class CampaignResult:
 
 def concurrency_ladder(max_concurrency: int) -> list[int]:
     """1, 2, 4, … up to ``max_concurrency`` (which is included even when not a power of two)."""
-    if max_concurrency < 1:
-        raise LoadgenError(f"max concurrency must be >= 1, got {max_concurrency}")
-    out = []
-    c = 1
-    while c < max_concurrency:
-        out.append(c)
-        c *= 2
-    out.append(max_concurrency)
-    return out
+    try:
+        return load_points.concurrency_ladder(max_concurrency)
+    except ValueError:
+        raise LoadgenError(f"max concurrency must be >= 1, got {max_concurrency}") from None
 
 
-def effective_max_running_requests(server_info: dict[str, Any]) -> int | None:
-    """The server's effective request cap from ``/server_info`` (per-DP value × dp_size)."""
-    states = server_info.get("internal_states") or []
-    per_dp = (
-        states[0].get("effective_max_running_requests_per_dp")
-        if states and isinstance(states[0], dict)
-        else None
-    )
-    if not isinstance(per_dp, int) or per_dp < 1:
-        mrr = server_info.get("max_running_requests")
-        return mrr if isinstance(mrr, int) and mrr > 0 else None
-    dp = server_info.get("dp_size") or 1
-    return int(per_dp) * int(dp)
-
-
-def server_accept_length(server_info: dict[str, Any] | None) -> float | None:
-    if not server_info:
-        return None
-    states = server_info.get("internal_states") or []
-    if states and isinstance(states[0], dict):
-        v = states[0].get("avg_spec_accept_length")
-        if isinstance(v, (int, float)):
-            return float(v)
-    return None
+effective_max_running_requests = server_api.effective_max_running_requests
+server_accept_length = server_api.server_accept_length
 
 
 def is_simulated(server_info: dict[str, Any] | None, model_info: dict[str, Any] | None = None) -> bool:

@@ -8,9 +8,9 @@ GPU or an SGLang install.
 - **Installed SGLang**: ``<python> -c "<PROBE_CODE>"`` prints the version, the package directory and
   an optional sglbench marker (see :data:`PROBE_CODE`). The accounting variant then comes from, in
   order: an explicit choice, the marker (``sglang.__sglbench_accounting__``, set only by the sim
-  host's stand-in package to the variant it emulates), the grep markers of ``reference/sglang.md`` §0
-  in the installed ``srt`` tree (``capacity.accounting_from_source``), the version
-  (``capacity.accounting_for_version``).
+  host's stand-in package to the variant it emulates), the source markers (:data:`SOURCE_MARKERS`,
+  ``docs/capacity.md`` "SGLang version → variant") in the installed ``srt`` tree
+  (``capacity.accounting_from_source``), the version (``capacity.accounting_for_version``).
 - **GPU memory**: the planner needs the capacity (``memory.total``) and the free memory when SGLang
   measures it, i.e. after its CUDA context exists. ``nvidia-smi`` shows the free memory *before*
   that, so the free figure is ``min(memory.free + reclaimable) - context overhead`` over the GPUs
@@ -34,7 +34,8 @@ PROBE_CODE = (
     "import sglang,os;print(sglang.__version__, os.path.dirname(sglang.__file__), "
     "getattr(sglang, '__sglbench_accounting__', None) or '-')"
 )
-# Source markers of the accounting variants (reference/sglang.md §0); grepped in <dir>/srt.
+# Source markers of the accounting variants (docs/capacity.md, "SGLang version → variant"), grepped in
+# <dir>/srt.
 SOURCE_MARKERS: tuple[str, ...] = (
     "max_running_request is zero",
     "state cache is too small",
@@ -234,14 +235,9 @@ def _mib(value: str, default: int) -> int:
         return default
 
 
-def context_overhead_gib(tp_size: int) -> float:
-    """Memory a rank's CUDA context/NCCL take before SGLang measures its free memory (planner's constant)."""
-    return gpus.DEFAULT_CONTEXT_OVERHEAD_GIB + (gpus.TP_OVERHEAD_GIB if tp_size > 1 else 0.0)
-
-
 def free_gib_at_start(mem: GpuMemory, tp_size: int, overhead_gib: float | None = None) -> float:
     """Free memory per rank when SGLang starts: the smallest free figure minus the context overhead."""
-    overhead = context_overhead_gib(tp_size) if overhead_gib is None else float(overhead_gib)
+    overhead = gpus.context_overhead_gib(tp_size) if overhead_gib is None else float(overhead_gib)
     return mem.min_free_mib / 1024.0 - overhead
 
 
@@ -254,7 +250,6 @@ __all__ = [
     "SglangInstall",
     "add_reclaimable",
     "apps_argv",
-    "context_overhead_gib",
     "find_markers",
     "free_gib_at_start",
     "gpu_memory",

@@ -180,6 +180,32 @@ def _decode_graph_max_bs(payload: dict[str, Any]) -> Any:
     return decode.get("max_bs")
 
 
+def internal_state(payload: dict[str, Any]) -> dict[str, Any]:
+    """``internal_states[0]`` of a ``/server_info`` payload (the first DP rank's scheduler), or ``{}``."""
+    states = payload.get("internal_states") or []
+    return states[0] if states and isinstance(states[0], dict) else {}
+
+
+def effective_max_running_requests(server_info: dict[str, Any]) -> int | None:
+    """The server's effective request cap from ``/server_info`` (per-DP value × dp_size).
+
+    Falls back to the configured top-level ``max_running_requests`` when the scheduler does not report
+    its effective value; None when neither is a positive integer.
+    """
+    per_dp = internal_state(server_info).get("effective_max_running_requests_per_dp")
+    if not isinstance(per_dp, int) or per_dp < 1:
+        mrr = server_info.get("max_running_requests")
+        return mrr if isinstance(mrr, int) and mrr > 0 else None
+    dp = server_info.get("dp_size") or 1
+    return int(per_dp) * int(dp)
+
+
+def server_accept_length(server_info: dict[str, Any] | None) -> float | None:
+    """The server's own average speculative accept length (``avg_spec_accept_length``), if reported."""
+    v = internal_state(server_info or {}).get("avg_spec_accept_length")
+    return float(v) if isinstance(v, (int, float)) else None
+
+
 def normalise_server_info(payload: dict[str, Any], endpoint: str = facts.SERVER_INFO) -> dict[str, Any]:
     """The whitelisted, typed view of an SGLang ``/server_info`` payload (no secrets, no raw dump).
 
@@ -187,8 +213,7 @@ def normalise_server_info(payload: dict[str, Any], endpoint: str = facts.SERVER_
     ``effective_max_running_requests_per_dp``); the top-level ``max_running_requests`` is only the
     configured value, so it is reported separately as ``max_running_requests_configured``.
     """
-    states = payload.get("internal_states") or []
-    state0: dict[str, Any] = states[0] if states and isinstance(states[0], dict) else {}
+    state0 = internal_state(payload)
     mem = state0.get("memory_usage") or {}
     if not isinstance(mem, dict):
         mem = {}

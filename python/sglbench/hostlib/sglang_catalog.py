@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+# sglang_parser_dump declares the same id: it runs alone in SGLang's interpreter and imports nothing of
+# ours (tests/python/hostlib/test_sglang_parser_dump.py holds the two equal).
 SCHEMA = "sglbench.sglang_catalog/1"
 RENAMES_SCHEMA = "sglbench.sglang_renames/1"
 RENAMES_FILE = "renames.json"
@@ -44,6 +46,20 @@ ACTIONS = frozenset(
         "version",
     }
 )
+
+
+def render_catalog(meta: dict[str, Any], flags: list[dict[str, Any]]) -> str:
+    """The catalog file's text: top-level keys first, then one flag object per line."""
+    head = [f" {json.dumps(k)}: {json.dumps(v, ensure_ascii=False)}" for k, v in meta.items()]
+    lines = ["{" + head[0][1:], *head[1:]]
+    body = ",\n".join("  " + json.dumps(f, ensure_ascii=False, separators=(", ", ": ")) for f in flags)
+    return ",\n".join(lines) + ',\n "flags": [\n' + body + "\n ]}\n"
+
+
+def render_renames(renames: list[dict[str, Any]]) -> str:
+    """The renames file's text: one rename object per line."""
+    body = ",\n".join("  " + json.dumps(r, ensure_ascii=False) for r in renames)
+    return '{"schema": "' + RENAMES_SCHEMA + '",\n "renames": [\n' + body + ("\n" if body else "") + " ]}\n"
 
 
 class CatalogError(ValueError):
@@ -483,6 +499,8 @@ __all__ = [
     "load_renames",
     "option_tokens",
     "releases",
+    "render_catalog",
+    "render_renames",
     "select_release",
     "sort_versions",
     "version_key",

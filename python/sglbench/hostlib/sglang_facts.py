@@ -7,8 +7,9 @@ generator and the SGLang stand-in. Copies that cannot import this module (role a
 docs, Jinja templates, the stand-in's README) are compared with it by
 ``tests/python/hostlib/test_sglang_facts.py``, so a copy that drifts fails the fast suite.
 
-Sources: ``/work/shared/reference/sglang.md`` §1.1 (speculative flags per release), §2.2 (startup
-reservation), §4 (HTTP API); ``specdec.md`` §1-3 (DFlash, DDTree, the other algorithms).
+Where the facts are explained: ``docs/sglang-releases.md`` (speculative flags per release),
+``docs/capacity.md`` (the startup reservation of each algorithm), ``docs/contract.md`` (the HTTP API
+as the real SGLang and the stand-in answer it).
 """
 
 from __future__ import annotations
@@ -215,6 +216,31 @@ def _eagle_family(
     )
 
 
+def _dflash_family(
+    name: str,
+    *,
+    draft_tokens_rule: DraftTokenRule,
+    verify_width_flag: str,
+    sim_accept_length: float,
+    since: str,
+    provenance: str,
+) -> SpecAlgorithm:
+    """A row of the DFLASH family: a block drafter with its own checkpoint, its KV folded into the cell."""
+    return SpecAlgorithm(
+        name=name,
+        family=FAMILY_DFLASH,
+        draft_checkpoint=DRAFT_REQUIRED,
+        mtp_fallback=False,
+        draft_tokens_rule=draft_tokens_rule,
+        verify_width_flag=verify_width_flag,
+        startup_reserve_mib=4 * _GIB_MIB,
+        kv_fold=KV_FOLD_DRAFT_CELL,
+        sim_accept_length=sim_accept_length,
+        since=since,
+        provenance=provenance,
+    )
+
+
 SPEC_TABLE: tuple[SpecAlgorithm, ...] = (
     _eagle_family(
         "EAGLE",
@@ -264,29 +290,19 @@ SPEC_TABLE: tuple[SpecAlgorithm, ...] = (
         provenance="builtin (formerly lookahead); no draft model, 12 draft tokens by default; no startup "
         "reservation",
     ),
-    SpecAlgorithm(
-        name="DFLASH",
-        family=FAMILY_DFLASH,
-        draft_checkpoint=DRAFT_REQUIRED,
-        mtp_fallback=False,
+    _dflash_family(
+        "DFLASH",
         draft_tokens_rule=_dflash_tokens,
         verify_width_flag=FLAG_DFLASH_BLOCK_SIZE,
-        startup_reserve_mib=4 * _GIB_MIB,
-        kv_fold=KV_FOLD_DRAFT_CELL,
         sim_accept_length=6.5,
         since="main 2026-04-07 (#22077) [V2]",
         provenance="upstream after 0.5.10.post1; verify width = block size (flag, draft config "
         "block_size, else 16)",
     ),
-    SpecAlgorithm(
-        name="DDTREE",
-        family=FAMILY_DFLASH,
-        draft_checkpoint=DRAFT_REQUIRED,
-        mtp_fallback=False,
+    _dflash_family(
+        "DDTREE",
         draft_tokens_rule=_ddtree_tokens,
         verify_width_flag=FLAG_DDTREE_BUDGET,
-        startup_reserve_mib=4 * _GIB_MIB,
-        kv_fold=KV_FOLD_DRAFT_CELL,
         sim_accept_length=7.5,
         since="open PR #29907 (2026-07-02); DB-Guo fork [V3]",
         provenance="not upstream; a DFLASH draft verified as a tree of budget + 1 nodes (budget default "

@@ -262,14 +262,3 @@ def parse_dump(stdout: str) -> dict[str, Any]:
             if isinstance(doc, dict) and doc.get("schema") == SCHEMA:
                 return doc
     raise ValueError("the SGLang flag dump printed no catalog line")
-
-
-def render(doc: dict[str, Any]) -> str:
-    """A catalog as a diffable file: top-level keys, then one flag per line."""
-    head = {k: v for k, v in doc.items() if k != "flags"}
-    lines = ["{" + ",\n ".join(f"{json.dumps(k)}: {json.dumps(v)}" for k, v in head.items()) + ","]
-    flags = doc.get("flags", [])
-    lines.append(' "flags": [')
-    lines.extend("  " + json.dumps(f) + ("," if i < len(flags) - 1 else "") for i, f in enumerate(flags))
-    lines.append(" ]}")
-    return "\n".join(lines) + "\n"

@@ -11,7 +11,7 @@ import json
 import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from typing import Any
 
 SHOW_PROPERTIES = (
@@ -174,7 +174,8 @@ class JournalEntry:
     message: str
 
     def timestamp(self) -> str:
-        return datetime.fromtimestamp(self.realtime_us / 1e6, tz=UTC).isoformat(timespec="microseconds")
+        when = datetime.fromtimestamp(self.realtime_us / 1e6, tz=timezone.utc)
+        return when.isoformat(timespec="microseconds")
 
     def line(self) -> str:
         who = self.identifier + (f"[{self.pid}]" if self.pid else "")

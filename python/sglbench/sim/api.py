@@ -10,7 +10,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from typing import Any
 
 from sglbench.hostlib import sglang_facts as facts
@@ -1250,7 +1250,7 @@ class SimApp:
         }
         return json_response(
             {
-                "timestamp": datetime.now(UTC).isoformat(),
+                "timestamp": datetime.now(timezone.utc).isoformat(),
                 "version": self.settings.sglang_version,
                 "accelerator": None,
                 "num_accelerators": 1,

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sglbench.hostlib import capacity
-from sglbench.hostlib.gpus import DEFAULT_CONTEXT_OVERHEAD_GIB, TP_OVERHEAD_GIB
+from sglbench.hostlib.gpus import context_overhead_gib as context_overhead_gib  # the planner's constant
 
 GIB = float(1 << 30)
 
@@ -103,11 +103,6 @@ class MemoryPlan:
             return 0.0
         total = self.k_size_gib + self.v_size_gib + self.draft_k_size_gib + self.draft_v_size_gib
         return total * GIB / self.max_total_num_tokens
-
-
-def context_overhead_gib(tp_size: int) -> float:
-    """Memory a rank's CUDA context/NCCL take before SGLang measures free memory (planner's constant)."""
-    return DEFAULT_CONTEXT_OVERHEAD_GIB + (TP_OVERHEAD_GIB if tp_size > 1 else 0.0)
 
 
 def accounting_for(version: str | None, accounting: str | None) -> str:

@@ -179,3 +179,16 @@ def test_a_parser_dumps_back_to_its_catalog() -> None:
 
 def test_option_tokens_stop_at_a_double_dash() -> None:
     assert sglang_catalog.option_tokens(["--a", "1", "--b=2", "x", "--", "--c"]) == [(0, "--a"), (2, "--b")]
+
+
+def test_render_catalog_writes_one_flag_per_line_and_loads_back() -> None:
+    flags = [
+        {"opts": ["--a"], "dest": "a", "action": "store_true"},
+        {"opts": ["--b"], "dest": "b", "action": "store", "help_hash": "é"},
+    ]
+    text = sglang_catalog.render_catalog({"schema": sglang_catalog.SCHEMA, "release": "1"}, flags)
+    assert text.count("\n") == 6 and "é" in text  # kept as written, not \u-escaped
+    assert sglang_catalog.catalog_from_dict(json.loads(text)).release == "1"
+    rows = [{"old": "--x", "new": "--y"}]
+    renames = sglang_catalog.render_renames(rows)
+    assert json.loads(renames) == {"schema": sglang_catalog.RENAMES_SCHEMA, "renames": rows}
