@@ -250,7 +250,9 @@ def _failed(host: HostProgress, data: dict[str, Any], task: str, res: Any) -> Ho
     return host
 
 
-def apply_host_event(host: HostProgress, kind: str, data: dict[str, Any], state: Progress, t: float | None):
+def apply_host_event(
+    host: HostProgress, kind: str, data: dict[str, Any], state: Progress, t: float | None
+) -> HostProgress:
     """One runner event of ``host`` (not modified) -> its progress after it."""
     task = str(data.get("task") or "")
     res = data.get("res")
