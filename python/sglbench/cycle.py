@@ -40,8 +40,6 @@ PHASE_CAUSE = {
     "bench": "bench_failed",
     "plan": "plan_failed",
 }
-# The phases after which the server was started, so its journal is worth reading.
-JOURNAL_PHASES = ("health", "probe", "bench", "done")
 EXIT_PHASES = ("probe", "bench")
 EXITED_STATES = ("failed", "inactive", "deactivating")
 # Journal causes that say nothing more than "it exited": the exit itself is the cause then.

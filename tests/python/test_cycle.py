@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -282,3 +284,21 @@ def test_report_lines() -> None:
     ]
     reused = cycle.recorded(cycle.reuse(cycle.begin("y-tp1", 1.0), True), {})
     assert cycle.report_lines(reused, None, None)[-1] == "points: reused the completed attempt (same hash)"
+
+
+# -- a recorded sim-host attempt ---------------------------------------------------------------------
+SIM_EXIT = FIXTURES / "journals" / "simhost_server_exit_mid_bench"
+JOURNAL_PREFIX = re.compile(r"^\S+ [^\s\[:]+(?:\[\d+\])?: ")
+
+
+def test_the_recorded_exit_mid_benchmark_classifies_to_its_recorded_failure() -> None:
+    recorded = json.loads((SIM_EXIT / "record_failure.json").read_text())["failure"]
+    lines = (SIM_EXIT / "journal.log").read_text().splitlines()
+    text = "".join(JOURNAL_PREFIX.sub("", line, count=1) + "\n" for line in lines)
+    unit_state = recorded["unit_state"]
+    verdict = sglang_logs.classify_start(text, "ready", unit_state["result"])
+    journal = {"cause": verdict["cause"], "cause_lines": verdict["lines"], "unit_state": unit_state}
+    client_saw = recorded["message"].split("; the client then saw: ", 1)[1]
+    state = cycle.fail(at_phase(*UP_TO["bench"]), {"msg": client_saw}, {"name": recorded["task"]}, 200.0)
+    assert state["failure"]["cause"] == "bench_failed"
+    assert cycle.classify(state, journal, {"outcome": "ready"})["failure"] == recorded
