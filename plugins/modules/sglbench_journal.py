@@ -37,7 +37,12 @@ options:
     description: Seconds to wait for late journal lines of a process that just exited.
     type: float
     default: 1.0
-extends_documentation_fragment:
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+author:
   - sglbench
 """
 
@@ -90,7 +95,7 @@ unit_state:
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglbench_hostlib.sglang_logs import classify_failure, parse_startup_log
+from ansible.module_utils.sglbench_hostlib.sglang_logs import classify_start, parse_startup_log
 from ansible.module_utils.sglbench_hostlib.systemd_unit import (
     JournalEntry,
     first_entry_time,
@@ -102,7 +107,6 @@ from ansible.module_utils.sglbench_hostlib.systemd_unit import (
 )
 
 READY_LINE = "The server is fired up and ready to roll!"
-FAILED_OUTCOMES = ("unit_ended", "timeout")
 
 
 def build_module() -> AnsibleModule:
@@ -161,15 +165,7 @@ def run(module: AnsibleModule) -> None:
         entries = [redact_entry(e, secrets) for e in entries]
     text = messages_text(entries)
     startup = parse_startup_log(text)
-    failed = p["wait_outcome"] in FAILED_OUTCOMES or state.result not in ("", "success")
-    cause = None
-    cause_lines: list[str] = []
-    if failed:
-        found = classify_failure(text)
-        cause = found.get("cause")
-        cause_lines = list(found.get("lines") or [])
-        if cause in (None, "unknown") and p["wait_outcome"] == "timeout":
-            cause = "readiness_timeout"
+    verdict = classify_start(text, p["wait_outcome"], state.result)
     ready_us = first_entry_time(entries, READY_LINE)
     module.exit_json(
         changed=False,
@@ -177,8 +173,8 @@ def run(module: AnsibleModule) -> None:
         invocation_id=invocation_id,
         journal=render_journal(entries),
         entries=len(entries),
-        cause=cause,
-        cause_lines=cause_lines,
+        cause=verdict["cause"],
+        cause_lines=verdict["lines"],
         startup=startup,
         ready_logged_at=None if ready_us is None else ready_us / 1e6,
         unit_state=state.as_dict(),

@@ -5,15 +5,20 @@
 ``progress_lines`` renders one line per GPU host (phase and config, N of M, elapsed, ETA) and
 ``failure_kind`` decides whether the run itself could not proceed.
 
-What the events carry (roles/sglang_*; task names are the contract, see docs/operations.md):
+What the events carry (the contract is in the results, not in task names; docs/operations.md):
 
-- ``units | Compute the unit instances of the matrix``: ``res.ansible_facts.sglang_units_instances``
-  (name, config, tp of every unit) and ``preflight | Select the TP phases to run``:
+- ``res.ansible_facts.sglang_units_instances`` (name, config, tp of every unit) and
   ``res.ansible_facts.sglang_preflight_phases`` -> the attempts planned per host (M);
-- ``cycle | Begin the attempt of <instance>`` starts attempt N; ``cycle | Enter the <phase> phase``
-  moves it through stop/start/health/probe/bench; ``cycle | Report <instance>`` ends it with
-  ``res.msg`` = ``"<instance>: <outcome> (<phase>: <cause>), ..."``;
-- ``runner_on_unreachable``; failures in the preflight/units plays (nothing ran); ``playbook_on_stats``.
+- ``res.ansible_facts.__sglang_cycle_state`` (:data:`sglbench.cycle.STATE_FACT`): every phase transition
+  of a config attempt carries the whole attempt state (``instance``, ``step``, ``outcome``, ``failure``,
+  ``t.started_at``, ...): a new ``(instance, started_at)`` starts attempt N, ``step`` moves it through
+  plan/stop/start/health/probe/bench/record, ``step == "recorded"`` ends it;
+- ``runner_on_unreachable``; failures in the preflight/units roles (nothing ran), failures of the
+  actions that write results on the controller; ``playbook_on_stats``.
+
+Streams recorded before the plays emitted the attempt state (tests/fixtures/runner_events/) are read
+from the task names of that time (``cycle | Begin the attempt of <instance>``, ``cycle | Enter the
+<phase> phase``, ``cycle | Report <instance>``); a host that sent one attempt state is read from states only.
 """
 
 from __future__ import annotations
@@ -23,14 +28,18 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+from sglbench.cycle import STATE_FACT
+
 SETUP_ROLES = ("sglang_preflight", "sglang_units")
 # Actions that write results on the controller: their failure means the run could not proceed.
 RESULTS_ACTIONS = ("sglbench_record", "sglbench_points")
+# Task names of streams recorded before the attempt state was emitted.
 PHASE_TASK = re.compile(r"^cycle \| Enter the (?P<phase>\w+) phase")
 BEGIN_TASK = re.compile(r"^cycle \| Begin the attempt of (?P<instance>\S+)")
 REPORT_TASK = re.compile(r"^cycle \| Report (?P<instance>\S+)")
 INSTANCE_TP = re.compile(r"-tp(?P<tp>\d+)$")
 PHASE_NAMES = {"bench": "benchmark"}
+RECORD_TASK = "cycle | Write the record"
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
@@ -59,6 +68,8 @@ class HostProgress:
     results_failed: str | None = None  # results could not be written on the controller (disk full, ...)
     instances: tuple[tuple[str, str, int], ...] = ()  # (name, config, tp) of every unit
     phases: tuple[int, ...] | None = None
+    attempt_id: tuple[str, Any] | None = None  # (instance, started_at) of the attempt state
+    structured: bool = False  # the host sends attempt states (task names are not read)
 
     @property
     def n_started(self) -> int:
@@ -154,6 +165,112 @@ def _action(data: dict[str, Any]) -> str:
     return str(data.get("task_action") or "").rsplit(".", 1)[-1]
 
 
+def attempt_detail(attempt: dict[str, Any]) -> str:
+    """``"(health: zero_requests), ready in 5.8 s"`` from a recorded attempt state."""
+    parts = []
+    failure = attempt.get("failure")
+    if isinstance(failure, dict) and failure.get("cause"):
+        parts.append(f"({failure.get('phase')}: {failure.get('cause')})")
+    if attempt.get("reused"):
+        parts.append("reused (same hash)")
+    ready = attempt.get("time_to_ready_s")
+    if isinstance(ready, (int, float)) and not isinstance(ready, bool):
+        parts.append(f"ready in {ready:.1f} s")
+    return ", ".join(parts)
+
+
+def _attempt_state(res: Any) -> dict[str, Any] | None:
+    facts = res.get("ansible_facts") if isinstance(res, dict) else None
+    attempt = facts.get(STATE_FACT) if isinstance(facts, dict) else None
+    return attempt if isinstance(attempt, dict) and attempt.get("instance") else None
+
+
+def _begin(host: HostProgress, instance: str, t: float | None) -> HostProgress:
+    return replace(
+        host,
+        instance=instance,
+        tp=_tp_of(host, instance),
+        phase="plan",
+        attempt_started_at=t,
+        first_attempt_at=host.first_attempt_at if host.first_attempt_at is not None else t,
+    )
+
+
+def _record_done(host: HostProgress, attempt: Attempt, t: float | None) -> HostProgress:
+    return replace(host, done=(*host.done, attempt), phase="recorded", last_done_at=t)
+
+
+def apply_attempt(host: HostProgress, attempt: dict[str, Any], t: float | None) -> HostProgress:
+    """One transition of a config attempt (its state, see :mod:`sglbench.cycle`)."""
+    instance = str(attempt["instance"])
+    started = (attempt.get("t") or {}).get("started_at") if isinstance(attempt.get("t"), dict) else None
+    host = replace(host, structured=True)
+    if host.attempt_id != (instance, started):
+        host = replace(_begin(host, instance, t), attempt_id=(instance, started))
+    step = str(attempt.get("step") or "")
+    if step == "recorded":
+        outcome = str(attempt.get("outcome") or "?")
+        return _record_done(host, Attempt(instance, outcome, attempt_detail(attempt)), t)
+    return replace(host, phase=PHASE_NAMES.get(step, step)) if step else host
+
+
+def _legacy_task(host: HostProgress, kind: str, task: str, res: Any, t: float | None) -> HostProgress:
+    """Progress from the task names of a stream without attempt states."""
+    if kind == "runner_on_start":
+        return replace(host, phase="record") if task.startswith(RECORD_TASK) else host
+    if m := BEGIN_TASK.match(task):
+        return _begin(host, m.group("instance"), t)
+    if m := PHASE_TASK.match(task):
+        return replace(host, phase=PHASE_NAMES.get(m.group("phase"), m.group("phase")))
+    if m := REPORT_TASK.match(task):
+        inst = m.group("instance")
+        return _record_done(host, parse_report(inst, _msg(res)), t)
+    return host
+
+
+def _facts(host: HostProgress, facts: dict[str, Any], configs: tuple[str, ...]) -> HostProgress:
+    """The unit instances and the TP phases of a host -> its planned attempts."""
+    if isinstance(facts.get("sglang_units_instances"), list):
+        insts = tuple(
+            (str(i.get("name")), str(i.get("config")), int(i.get("tp") or 0))
+            for i in facts["sglang_units_instances"]
+            if isinstance(i, dict)
+        )
+        host = replace(host, instances=insts, phase="deploy")
+    if isinstance(facts.get("sglang_preflight_phases"), list):
+        host = replace(host, phases=tuple(int(p) for p in facts["sglang_preflight_phases"]))
+    return replace(host, total=planned_total(host.instances, host.phases, configs))
+
+
+def _failed(host: HostProgress, data: dict[str, Any], task: str, res: Any) -> HostProgress:
+    if data.get("role") in SETUP_ROLES or task.startswith(("preflight |", "units |")):
+        return replace(host, phase="setup failed", setup_failed=f"{task}: {_msg(res)}".strip(": "))
+    if _action(data) in RESULTS_ACTIONS and not host.results_failed:
+        return replace(host, results_failed=_msg(res) or task)
+    return host
+
+
+def apply_host_event(
+    host: HostProgress, kind: str, data: dict[str, Any], state: Progress, t: float | None
+) -> HostProgress:
+    """One runner event of ``host`` (not modified) -> its progress after it."""
+    task = str(data.get("task") or "")
+    res = data.get("res")
+    if kind == "runner_on_unreachable":
+        return replace(host, phase="unreachable", unreachable=_msg(res) or "unreachable")
+    if kind == "runner_on_failed" and not data.get("ignore_errors"):
+        return _failed(host, data, task, res)
+    if kind == "runner_on_ok":
+        facts = res.get("ansible_facts") if isinstance(res, dict) else None
+        if isinstance(facts, dict):
+            host = _facts(host, facts, state.configs)
+        if attempt := _attempt_state(res):
+            return apply_attempt(host, attempt, t)
+    if kind in ("runner_on_ok", "runner_on_start") and not host.structured:
+        return _legacy_task(host, kind, task, res, t)
+    return host
+
+
 def apply_event(state: Progress, event: dict[str, Any]) -> Progress:
     """The progress after one more runner event (``state`` is not modified)."""
     kind = event.get("event")
@@ -173,53 +290,8 @@ def apply_event(state: Progress, event: dict[str, Any]) -> Progress:
         return state
     host = state.hosts.get(host_name) or HostProgress(host=host_name, first_seen=t)
     host = replace(host, last_seen=t if t is not None else host.last_seen)
-    task = str(data.get("task") or "")
-    res = data.get("res")
-
-    if kind == "runner_on_unreachable":
-        host = replace(host, phase="unreachable", unreachable=_msg(res) or "unreachable")
-    elif kind == "runner_on_failed" and not data.get("ignore_errors"):
-        if data.get("role") in SETUP_ROLES or task.startswith(("preflight |", "units |")):
-            host = replace(host, phase="setup failed", setup_failed=f"{task}: {_msg(res)}".strip(": "))
-        elif (
-            str(data.get("task_action") or "").rsplit(".", 1)[-1] in RESULTS_ACTIONS
-            and not host.results_failed
-        ):
-            host = replace(host, results_failed=_msg(res) or task)
-    elif kind == "runner_on_ok":
-        facts = res.get("ansible_facts") if isinstance(res, dict) else None
-        if isinstance(facts, dict):
-            if isinstance(facts.get("sglang_units_instances"), list):
-                insts = tuple(
-                    (str(i.get("name")), str(i.get("config")), int(i.get("tp") or 0))
-                    for i in facts["sglang_units_instances"]
-                    if isinstance(i, dict)
-                )
-                host = replace(host, instances=insts, phase="deploy")
-            if isinstance(facts.get("sglang_preflight_phases"), list):
-                host = replace(host, phases=tuple(int(p) for p in facts["sglang_preflight_phases"]))
-            host = replace(host, total=planned_total(host.instances, host.phases, state.configs))
-        if m := BEGIN_TASK.match(task):
-            inst = m.group("instance")
-            host = replace(
-                host,
-                instance=inst,
-                tp=_tp_of(host, inst),
-                phase="plan",
-                attempt_started_at=t,
-                first_attempt_at=host.first_attempt_at if host.first_attempt_at is not None else t,
-            )
-        elif m := PHASE_TASK.match(task):
-            host = replace(host, phase=PHASE_NAMES.get(m.group("phase"), m.group("phase")))
-        elif m := REPORT_TASK.match(task):
-            inst = m.group("instance")
-            host = replace(
-                host, done=(*host.done, parse_report(inst, _msg(res))), phase="recorded", last_done_at=t
-            )
-    elif kind == "runner_on_start" and task.startswith("cycle | Write the record"):
-        host = replace(host, phase="record")
     hosts = dict(state.hosts)
-    hosts[host_name] = host
+    hosts[host_name] = apply_host_event(host, str(kind), data, state, t)
     return replace(state, hosts=hosts)
 
 

@@ -577,20 +577,11 @@ def run_campaign(
             run_lock.release()
 
 
-def _run_locked(
-    opts: RunOptions,
-    hosts: dict[str, str],
-    locks: list[Any],
-    run_id: str,
-    resumed: bool,
-    runner_fn: RunnerFn | None,
-    out: Callable[[str], None],
-) -> RunOutcome:
-    run_dir = opts.results_root / run_id
-    pdd = run_dir / RUNNER_DIR
-    ident = "invocation-" + new_run_id()
-    extravars = build_extravars(opts, run_id)
-    meta: dict[str, Any] = {
+def _run_meta(
+    opts: RunOptions, hosts: dict[str, str], run_id: str, resumed: bool, ident: str, extravars: dict[str, Any]
+) -> dict[str, Any]:
+    """run.json while the playbook runs (the status and exit code are added when it ends)."""
+    return {
         "run_id": run_id,
         "status": "running",
         "resumed": resumed,
@@ -603,56 +594,43 @@ def _run_locked(
         "extravars": redact(extravars),
         "hosts": hosts,
     }
-    out(
-        f"sglbench run: {'resuming' if resumed else 'starting'} run {run_id} on {', '.join(sorted(hosts))} "
-        f"(tp={opts.tp}, configs={','.join(opts.configs) or 'all'}, "
-        f"policy={opts.policy or 'playbook default'})"
-    )
-    out(f"sglbench run: results in {run_dir}, ansible-runner artifacts in {pdd / 'artifacts' / ident}")
-    _write_or_fail(pdd / "run.json", meta)
-    printer = ProgressPrinter(tuple(opts.configs), out)
-    keeper_kw: dict[str, Any] = {}
-    envvars = _env(opts.project_dir)
-    if runner_fn is None:
-        import ansible_runner
 
-        runner_fn = ansible_runner.run
-        script, tree_env = _keeper(opts, pdd, ident, run_id, locks)
-        envvars.update(tree_env)
-        keeper_kw = {
-            "binary": str(script),
-            "cmdline": shlex.quote(str(opts.project_dir / PLAYBOOK)),
-            # ansible-runner's default cancel handler would SIGKILL the keeper's process group on Ctrl-C,
-            # leaving the units running; our handler asks the keeper to stop them instead. Called every
-            # few seconds, it also watches the results disk.
-            "cancel_callback": lambda: interrupts.watch_disk(opts.results_root),
-            # No env/ files: a resumed run would otherwise get the first invocation's environment and
-            # variables back from them (they win over what we pass), e.g. the previous keeper's parent pid.
-            "suppress_env_files": True,
-        }
-        for stale in ("envvars", "extravars", "cmdline"):
-            with contextlib.suppress(FileNotFoundError):
-                (pdd / "env" / stale).unlink()
-    interrupts = _Interrupts(pdd / f"tree-{ident}.json", out)
 
-    def handle(event: dict[str, Any]) -> bool:
-        interrupts.forward()
-        return printer(event)
+def _keeper_kwargs(
+    opts: RunOptions, pdd: Path, ident: str, run_id: str, locks: list[Any], interrupts: _Interrupts
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """ansible-runner's arguments that start the playbook under the tree keeper; the keeper's environment."""
+    script, tree_env = _keeper(opts, pdd, ident, run_id, locks)
+    keeper_kw = {
+        "binary": str(script),
+        "cmdline": shlex.quote(str(opts.project_dir / PLAYBOOK)),
+        # ansible-runner's default cancel handler would SIGKILL the keeper's process group on Ctrl-C,
+        # leaving the units running; our handler asks the keeper to stop them instead. Called every
+        # few seconds, it also watches the results disk.
+        "cancel_callback": lambda: interrupts.watch_disk(opts.results_root),
+        # No env/ files: a resumed run would otherwise get the first invocation's environment and
+        # variables back from them (they win over what we pass), e.g. the previous keeper's parent pid.
+        "suppress_env_files": True,
+    }
+    for stale in ("envvars", "extravars", "cmdline"):
+        with contextlib.suppress(FileNotFoundError):
+            (pdd / "env" / stale).unlink()
+    return keeper_kw, tree_env
 
+
+def _invoke(
+    runner_fn: RunnerFn,
+    runner_kw: dict[str, Any],
+    interrupts: _Interrupts,
+    meta: dict[str, Any],
+    pdd: Path,
+    ident: str,
+    run_id: str,
+) -> RunnerResult:
+    """Run the playbook; a full results disk or a second interrupt ends the wait with run.json updated."""
     try:
         with interrupts.installed():
-            r = runner_fn(
-                private_data_dir=str(pdd),
-                project_dir=str(opts.project_dir),
-                playbook=str(opts.project_dir / PLAYBOOK),
-                inventory=str(opts.inventory.resolve()) if opts.inventory else None,
-                extravars=extravars,
-                envvars=envvars,
-                ident=ident,
-                event_handler=handle,
-                quiet=True,
-                **keeper_kw,
-            )
+            return runner_fn(**runner_kw)
     except OSError as exc:  # ansible-runner could not write its own artifacts (a full results disk)
         done = interrupts.stop_keeper_and_wait()
         with contextlib.suppress(OSError):
@@ -671,30 +649,90 @@ def _run_locked(
             f"is still stopping the SGLang units (log: {pdd / f'tree-{ident}.log'}). Run {run_id} stays "
             "resumable."
         ) from None
-    tree.redact_command_artifact(str(pdd / "artifacts" / ident / "command"))  # its env: no secret kept
+
+
+def _conclusion(
+    r: RunnerResult,
+    interrupts: _Interrupts,
+    printer: ProgressPrinter,
+    run_dir: Path,
+    pdd: Path,
+    ident: str,
+    run_id: str,
+) -> tuple[int, str, str]:
+    """(exit code, message, run.json status) of the finished playbook."""
     attempts = _attempt_outcomes(run_dir)
     if interrupts.disk_full is not None:
-        code = 2
         message = (
             f"{interrupts.disk_full}: results could not be written; "
             f"{_interrupted_message(pdd, ident, run_id).removeprefix('interrupted: ')}"
         )
-        status = "incomplete"
-    elif interrupts.signal is not None:
-        code = EXIT_INTERRUPTED
-        message = _interrupted_message(pdd, ident, run_id)
-        status = "interrupted"
-    else:
-        code = decide_exit(r.status, r.rc, printer.state, attempts)
-        message = events.failure_kind(printer.state) or ""
-        if code == 2 and not message:
-            message = (
-                f"ansible-runner finished with status {r.status} (rc {r.rc}) and no record was written; "
-                f"see {pdd / 'artifacts' / ident / 'stdout'}"
-            )
-        missing = any(h.total is None or len(h.done) < h.total for h in printer.state.hosts.values())
-        # Anything short of every planned attempt recorded stays resumable: nothing done is lost.
-        status = "finished" if code in (0, 1) and not missing else "incomplete"
+        return 2, message, "incomplete"
+    if interrupts.signal is not None:
+        return EXIT_INTERRUPTED, _interrupted_message(pdd, ident, run_id), "interrupted"
+    code = decide_exit(r.status, r.rc, printer.state, attempts)
+    message = events.failure_kind(printer.state) or ""
+    if code == 2 and not message:
+        message = (
+            f"ansible-runner finished with status {r.status} (rc {r.rc}) and no record was written; "
+            f"see {pdd / 'artifacts' / ident / 'stdout'}"
+        )
+    missing = any(h.total is None or len(h.done) < h.total for h in printer.state.hosts.values())
+    # Anything short of every planned attempt recorded stays resumable: nothing done is lost.
+    return code, message, "finished" if code in (0, 1) and not missing else "incomplete"
+
+
+def _run_locked(
+    opts: RunOptions,
+    hosts: dict[str, str],
+    locks: list[Any],
+    run_id: str,
+    resumed: bool,
+    runner_fn: RunnerFn | None,
+    out: Callable[[str], None],
+) -> RunOutcome:
+    run_dir = opts.results_root / run_id
+    pdd = run_dir / RUNNER_DIR
+    ident = "invocation-" + new_run_id()
+    extravars = build_extravars(opts, run_id)
+    meta = _run_meta(opts, hosts, run_id, resumed, ident, extravars)
+    out(
+        f"sglbench run: {'resuming' if resumed else 'starting'} run {run_id} on {', '.join(sorted(hosts))} "
+        f"(tp={opts.tp}, configs={','.join(opts.configs) or 'all'}, "
+        f"policy={opts.policy or 'playbook default'})"
+    )
+    out(f"sglbench run: results in {run_dir}, ansible-runner artifacts in {pdd / 'artifacts' / ident}")
+    _write_or_fail(pdd / "run.json", meta)
+    printer = ProgressPrinter(tuple(opts.configs), out)
+    interrupts = _Interrupts(pdd / f"tree-{ident}.json", out)
+    keeper_kw: dict[str, Any] = {}
+    envvars = _env(opts.project_dir)
+    if runner_fn is None:
+        import ansible_runner
+
+        runner_fn = ansible_runner.run
+        keeper_kw, tree_env = _keeper_kwargs(opts, pdd, ident, run_id, locks, interrupts)
+        envvars.update(tree_env)
+
+    def handle(event: dict[str, Any]) -> bool:
+        interrupts.forward()
+        return printer(event)
+
+    runner_kw = {
+        "private_data_dir": str(pdd),
+        "project_dir": str(opts.project_dir),
+        "playbook": str(opts.project_dir / PLAYBOOK),
+        "inventory": str(opts.inventory.resolve()) if opts.inventory else None,
+        "extravars": extravars,
+        "envvars": envvars,
+        "ident": ident,
+        "event_handler": handle,
+        "quiet": True,
+        **keeper_kw,
+    }
+    r = _invoke(runner_fn, runner_kw, interrupts, meta, pdd, ident, run_id)
+    tree.redact_command_artifact(str(pdd / "artifacts" / ident / "command"))  # its env: no secret kept
+    code, message, status = _conclusion(r, interrupts, printer, run_dir, pdd, ident, run_id)
     meta.update(status=status, ended_at=time.time(), runner_status=r.status, rc=r.rc, exit_code=code)
     _write_or_fail(pdd / "run.json", meta)
     return RunOutcome(run_id, run_dir, code, r.status, r.rc, printer.state, message)

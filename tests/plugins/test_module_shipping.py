@@ -73,6 +73,7 @@ EXPECTED = {
     "gpus",
     "hf_cache",
     "loadgen",
+    "load_points",
     "loadgen_api",
     "loadgen_http",
     "metrics",

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from sglbench import events
+from sglbench import cycle, events
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "runner_events" / "bench_sim_tp1.json"
 CONFIGS = ("qwen3-8b-ar", "qwen27b-dflash-mrr8")
@@ -203,3 +203,82 @@ def test_report_as_a_list_message() -> None:
         "y-tp1", events._msg({"msg": ["y-tp1: ok", "failure: {}", "time to ready (s): 5.27"]})
     )
     assert (ok.outcome, ok.detail) == ("ok", "time to ready (s): 5.27")
+
+
+# -- structured events: the attempt state each transition of roles/sglang_cycle emits ---------------
+def _state_ev(state: dict, t: str, task: str = "any task name") -> dict:
+    return _ev("runner_on_ok", "h", task, res={"ansible_facts": {cycle.STATE_FACT: state}}, t=t)
+
+
+def _attempt_stream(instance: str, minute: int, fail_in: str | None) -> list[dict]:
+    """The set_fact events of one attempt, as the play emits them (states built by sglbench.cycle)."""
+    at = f"2026-11-29T10:{minute:02d}:%02d+00:00"
+    state = cycle.begin(instance, 1000.0 + minute)
+    evs = [_state_ev(state, at % 0, task=f"renamed | first step of {instance}")]
+    for i, phase in enumerate(("stop", "start", "health", "probe", "bench"), start=1):
+        state = cycle.enter(state, phase, 1000.0 + minute + i)
+        evs.append(_state_ev(state, at % i))
+        if phase == fail_in:
+            state = cycle.fail(state, {"msg": "refused"}, {"name": "t"}, 1000.0 + minute + i)
+            evs.append(_state_ev(state, at % i))
+            break
+    else:
+        state = cycle.done(state)
+        evs.append(_state_ev(state, at % 6))
+    journal = {"cause": "zero_requests", "unit_state": {"active_state": "failed"}}
+    state = cycle.classify(state, journal, {})
+    evs.append(_state_ev(state, at % 7))
+    state = cycle.recorded(state, {"time_to_ready_s": None if fail_in == "health" else 5.84})
+    evs.append(_state_ev(state, at % 8))
+    # the human report keeps its old name: it must not count the attempt a second time
+    evs.append(
+        _ev("runner_on_ok", "h", f"cycle | Report {instance}", res={"msg": f"{instance}: ok"}, t=at % 9)
+    )
+    return evs
+
+
+def test_structured_events_give_phases_attempts_and_details_whatever_the_task_names() -> None:
+    evs = _attempt_stream("a-tp1", 0, fail_in="health") + _attempt_stream("b-tp2", 1, fail_in=None)
+    seen = []
+    state = events.Progress()
+    for ev in evs:
+        state = events.apply_event(state, ev)
+        h = state.hosts["h"]
+        if h.instance == "b-tp2" and (not seen or seen[-1] != h.phase):
+            seen.append(h.phase)
+    assert seen == ["plan", "stop", "start", "health", "probe", "benchmark", "done", "record", "recorded"]
+    host = state.hosts["h"]
+    assert host.structured and host.tp == 2
+    assert [(a.instance, a.outcome, a.detail) for a in host.done] == [
+        ("a-tp1", "failed", "(health: zero_requests)"),
+        ("b-tp2", "ok", "ready in 5.8 s"),
+    ]
+    assert events.attempt_lines(state) == [
+        "h: a-tp1: failed (health: zero_requests)",
+        "h: b-tp2: ok (ready in 5.8 s)",
+    ]
+
+
+def test_a_new_attempt_of_the_same_instance_is_counted_again() -> None:
+    evs = _attempt_stream("a-tp1", 0, fail_in="bench") + _attempt_stream("a-tp1", 1, fail_in=None)
+    host = events.fold(evs).hosts["h"]
+    assert [a.outcome for a in host.done] == ["failed", "ok"]
+    assert host.done[0].detail == "(bench: zero_requests), ready in 5.8 s"  # exited: the journal's cause
+
+
+@pytest.mark.parametrize(
+    ("attempt", "detail"),
+    [
+        (cycle.skip(cycle.begin("x", 1.0), "no room"), "(plan: planned_failure)"),
+        (cycle.reuse(cycle.begin("x", 1.0), True), "reused (same hash)"),
+        ({**cycle.done(cycle.begin("x", 1.0)), "time_to_ready_s": 12.04}, "ready in 12.0 s"),
+        (cycle.done(cycle.begin("x", 1.0)), ""),
+    ],
+)
+def test_attempt_detail(attempt: dict, detail: str) -> None:
+    assert events.attempt_detail(attempt) == detail
+
+
+def test_a_fact_that_is_not_an_attempt_state_is_ignored() -> None:
+    ev = _ev("runner_on_ok", "h", "x", res={"ansible_facts": {cycle.STATE_FACT: {"phase": "stop"}}})
+    assert not events.apply_event(events.Progress(), ev).hosts["h"].structured

@@ -112,8 +112,7 @@ def _f(value: str | None) -> float | None:
     return float(value) if value is not None else None
 
 
-def _startup_fields() -> dict[str, Any]:
-    """Every fact :func:`parse_startup_log` returns, unset."""
+def _empty_facts() -> dict[str, Any]:
     return {
         "tp_size": 1,
         "load_begin_avail_gib": None,
@@ -141,111 +140,95 @@ def _startup_fields() -> dict[str, Any]:
     }
 
 
-def _kv_alloc(m: re.Match[str]) -> dict[str, Any]:
-    return {
-        "tokens": int(m.group("tokens")),
-        "dtype": m.group("dtype"),
-        "k_gib": _f(m.group("k")),
-        "v_gib": _f(m.group("v")),
-        "kv_gib": _f(m.group("kv")),
-    }
+def _memory_line(
+    out: dict[str, Any], loads: list[re.Match[str]], kvs: list[dict[str, Any]], msg: str
+) -> bool:
+    """Weights, KV and Mamba pools, CUDA graphs: the facts of one line into ``out``; False if none."""
+    if m := LOAD_BEGIN.search(msg):
+        if out["load_begin_avail_gib"] is None:
+            out["load_begin_avail_gib"] = float(m.group("avail"))
+    elif m := LOAD_END.search(msg):
+        loads.append(m)
+    elif m := KV_ALLOC.search(msg):
+        kvs.append(
+            {
+                "tokens": int(m.group("tokens")),
+                "dtype": m.group("dtype"),
+                "k_gib": _f(m.group("k")),
+                "v_gib": _f(m.group("v")),
+                "kv_gib": _f(m.group("kv")),
+            }
+        )
+    elif m := KV_DTYPE.search(msg):
+        out["kv_dtype"] = out["kv_dtype"] or m.group("dtype")
+    elif m := MAMBA.search(msg):
+        out["mamba"] = {
+            "slots": int(m.group("slots")),
+            "conv_gib": float(m.group("conv")),
+            "ssm_gib": float(m.group("ssm")),
+            "intermediate_ssm_gib": _f(m.group("issm")),
+            "intermediate_conv_gib": _f(m.group("iconv")),
+        }
+    elif m := MAX_NUM_REQS.search(msg):
+        out["max_num_reqs"] = int(m.group("n"))
+    elif m := POOL_END.search(msg):
+        if out["pool_end_avail_gib"] is None:
+            out["pool_end_avail_gib"] = float(m.group("avail"))
+    elif m := GRAPH_END.search(msg):
+        out["cuda_graph"].append(
+            {
+                "elapsed_s": float(m.group("s") or m.group("s2")),
+                "mem_gib": float(m.group("mem") or m.group("mem2")),
+                "avail_gib": float(m.group("avail") or m.group("avail2")),
+            }
+        )
+    else:
+        return False
+    return True
 
 
-def _mamba(m: re.Match[str]) -> dict[str, Any]:
-    return {
-        "slots": int(m.group("slots")),
-        "conv_gib": float(m.group("conv")),
-        "ssm_gib": float(m.group("ssm")),
-        "intermediate_ssm_gib": _f(m.group("issm")),
-        "intermediate_conv_gib": _f(m.group("iconv")),
-    }
+def _serving_line(out: dict[str, Any], msg: str) -> None:
+    """Summary, HTTP server, readiness, decode batches, DFLASH: the facts of one line into ``out``."""
+    if m := SUMMARY.search(msg):
+        out["summary"] = {
+            "max_total_num_tokens": int(m.group("tok")),
+            "chunked_prefill_size": int(m.group("cps")),
+            "max_prefill_tokens": int(m.group("mpt")),
+            "max_running_requests": int(m.group("mrr")),
+            "context_len": int(m.group("ctx")),
+            # the GPU's free memory; None on the CPU engine, whose figure is host RAM
+            "available_gpu_mem_gib": float(m.group("avail")) if m.group("device") == "gpu" else None,
+            "available_cpu_mem_gib": float(m.group("avail")) if m.group("device") == "cpu" else None,
+            "device": m.group("device"),
+        }
+    elif m := UVICORN.search(msg):
+        out["uvicorn"] = {"url": m.group("url"), "host": m.group("host"), "port": int(m.group("port"))}
+    elif READY.search(msg):
+        out["ready"] = True
+    elif m := DECODE.search(msg):
+        out["decode"].append(
+            {
+                "running": int(m.group("run")),
+                "accept_len": _f(m.group("acc")),
+                "accept_rate": _f(m.group("rate")),
+                "gen_throughput": float(m.group("tps")),
+            }
+        )
+    elif m := DFLASH_INIT.search(msg):
+        out["dflash_block_size"] = int(m.group("block"))
 
 
-def _graph_end(m: re.Match[str]) -> dict[str, Any]:
-    return {
-        "elapsed_s": float(m.group("s") or m.group("s2")),
-        "mem_gib": float(m.group("mem") or m.group("mem2")),
-        "avail_gib": float(m.group("avail") or m.group("avail2")),
-    }
-
-
-def _summary(m: re.Match[str]) -> dict[str, Any]:
-    return {
-        "max_total_num_tokens": int(m.group("tok")),
-        "chunked_prefill_size": int(m.group("cps")),
-        "max_prefill_tokens": int(m.group("mpt")),
-        "max_running_requests": int(m.group("mrr")),
-        "context_len": int(m.group("ctx")),
-        # the GPU's free memory; None on the CPU engine, whose figure is host RAM
-        "available_gpu_mem_gib": float(m.group("avail")) if m.group("device") == "gpu" else None,
-        "available_cpu_mem_gib": float(m.group("avail")) if m.group("device") == "cpu" else None,
-        "device": m.group("device"),
-    }
-
-
-def _decode(m: re.Match[str]) -> dict[str, Any]:
-    return {
-        "running": int(m.group("run")),
-        "accept_len": _f(m.group("acc")),
-        "accept_rate": _f(m.group("rate")),
-        "gen_throughput": float(m.group("tps")),
-    }
-
-
-def _uvicorn(m: re.Match[str]) -> dict[str, Any]:
-    return {"url": m.group("url"), "host": m.group("host"), "port": int(m.group("port"))}
-
-
-# How a line of each kind lands in the result, in the order a line is tried (its first match counts):
-# "first" keeps the first value seen, "last" the last one, "list" collects every line; LOAD_END and
-# KV_ALLOC are collected because the first is the target's and the second the draft's.
-_LINE_RULES: tuple[tuple[re.Pattern[str], str, str, Any], ...] = (
-    (LOAD_BEGIN, "first", "load_begin_avail_gib", lambda m: float(m.group("avail"))),
-    (LOAD_END, "list", "_loads", lambda m: m),
-    (KV_ALLOC, "list", "_kvs", _kv_alloc),
-    (KV_DTYPE, "first", "kv_dtype", lambda m: m.group("dtype")),
-    (MAMBA, "last", "mamba", _mamba),
-    (MAX_NUM_REQS, "last", "max_num_reqs", lambda m: int(m.group("n"))),
-    (POOL_END, "first", "pool_end_avail_gib", lambda m: float(m.group("avail"))),
-    (GRAPH_END, "list", "cuda_graph", _graph_end),
-    (SUMMARY, "last", "summary", _summary),
-    (UVICORN, "last", "uvicorn", _uvicorn),
-    (READY, "last", "ready", lambda m: True),
-    (DECODE, "list", "decode", _decode),
-    (DFLASH_INIT, "last", "dflash_block_size", lambda m: int(m.group("block"))),
+SUMMARY_KEYS = (
+    "max_total_num_tokens",
+    "max_running_requests",
+    "context_len",
+    "available_gpu_mem_gib",
+    "available_cpu_mem_gib",
 )
 
 
-def _apply_line(out: dict[str, Any], msg: str) -> None:
-    for pattern, how, key, value in _LINE_RULES:
-        m = pattern.search(msg)
-        if not m:
-            continue
-        if how == "list":
-            out[key].append(value(m))
-        elif how == "last" or out[key] is None:
-            out[key] = value(m)
-        return
-
-
-def parse_startup_log(text: str) -> dict[str, Any]:
-    """Memory/capacity facts from an SGLang startup log (only TP rank 0 or untagged lines count).
-
-    With speculative decoding the first ``Load weight end`` / ``KV Cache is allocated`` lines are
-    the target's and the second ones the draft's. Missing facts are None.
-    """
-    out = {**_startup_fields(), "_loads": [], "_kvs": []}
-    max_rank = 0
-    for raw in text.splitlines():
-        msg, rank = split_line(raw)
-        if rank is not None:
-            max_rank = max(max_rank, rank)
-            if rank != 0:
-                continue
-        _apply_line(out, msg)
-    loads: list[re.Match[str]] = out.pop("_loads")
-    kvs: list[dict[str, Any]] = out.pop("_kvs")
-    out["tp_size"] = max_rank + 1
+def _settle(out: dict[str, Any], loads: list[re.Match[str]], kvs: list[dict[str, Any]]) -> None:
+    """Target/draft from the order of the weight and KV lines; the headline numbers from the summary."""
     if loads:
         out["weights_gib"] = float(loads[0].group("weights"))
         out["model_class"] = loads[0].group("cls")
@@ -257,16 +240,32 @@ def parse_startup_log(text: str) -> dict[str, Any]:
     if len(kvs) > 1:
         out["draft_kv"] = kvs[1]
     if out["summary"]:
-        for key in (
-            "max_total_num_tokens",
-            "max_running_requests",
-            "context_len",
-            "available_gpu_mem_gib",
-            "available_cpu_mem_gib",
-        ):
+        for key in SUMMARY_KEYS:
             out[key] = out["summary"][key]
     elif kvs:
         out["max_total_num_tokens"] = kvs[0]["tokens"]
+
+
+def parse_startup_log(text: str) -> dict[str, Any]:
+    """Memory/capacity facts from an SGLang startup log (only TP rank 0 or untagged lines count).
+
+    With speculative decoding the first ``Load weight end`` / ``KV Cache is allocated`` lines are
+    the target's and the second ones the draft's. Missing facts are None.
+    """
+    out = _empty_facts()
+    loads: list[re.Match[str]] = []
+    kvs: list[dict[str, Any]] = []
+    max_rank = 0
+    for raw in text.splitlines():
+        msg, rank = split_line(raw)
+        if rank is not None:
+            max_rank = max(max_rank, rank)
+            if rank != 0:
+                continue
+        if not _memory_line(out, loads, kvs, msg):
+            _serving_line(out, msg)
+    out["tp_size"] = max_rank + 1
+    _settle(out, loads, kvs)
     return out
 
 
@@ -295,3 +294,19 @@ def classify_failure(text: str) -> dict[str, Any]:
         return {"cause": "readiness_timeout", "lines": tail}
     exceptions = [line.strip() for line in lines if _EXCEPTION_LINE.match(line.strip())]
     return {"cause": "unknown", "lines": exceptions[-3:]}
+
+
+FAILED_WAITS = ("unit_ended", "timeout")
+
+
+def classify_start(text: str, wait_outcome: str | None, unit_result: str) -> dict[str, Any]:
+    """The verdict on one start from its journal text: ``{"cause", "lines"}``, cause None when it did
+    not fail (the readiness wait ended well and systemd's result is success or empty). A timed-out
+    wait whose log shows nothing better is a ``readiness_timeout``."""
+    if wait_outcome not in FAILED_WAITS and unit_result in ("", "success"):
+        return {"cause": None, "lines": []}
+    found = classify_failure(text)
+    cause = found.get("cause")
+    if cause in (None, "unknown") and wait_outcome == "timeout":
+        cause = "readiness_timeout"
+    return {"cause": cause, "lines": list(found.get("lines") or [])}

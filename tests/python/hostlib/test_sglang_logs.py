@@ -167,3 +167,23 @@ def test_cpu_engine_negative_weight_memory() -> None:
     )
     p = sglang_logs.parse_startup_log(line)
     assert p["model_class"] == "Qwen3ForCausalLM" and p["weights_gib"] == 0.0
+
+
+@pytest.mark.parametrize(
+    ("wait_outcome", "unit_result", "text", "cause"),
+    [
+        ("ready", "success", "AssertionError: max_running_request is zero\n", None),  # did not fail
+        (None, "", "nothing\n", None),
+        ("unit_ended", "exit-code", "AssertionError: max_running_request is zero\n", "zero_requests"),
+        ("ready", "signal", "The server is fired up and ready to roll!\n", "unknown"),  # killed after ready
+        ("timeout", "", "The server is fired up and ready to roll!\n", "readiness_timeout"),
+        ("timeout", "", "Load weight begin. avail mem=10.00 GB\n", "readiness_timeout"),
+    ],
+)
+def test_classify_start(wait_outcome: str | None, unit_result: str, text: str, cause: str | None) -> None:
+    verdict = sglang_logs.classify_start(text, wait_outcome, unit_result)
+    assert verdict["cause"] == cause
+    if cause is None:
+        assert verdict["lines"] == []
+    elif cause == "zero_requests":
+        assert verdict["lines"] == ["AssertionError: max_running_request is zero"]
