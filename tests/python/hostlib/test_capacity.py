@@ -677,7 +677,7 @@ def test_runs_as_ansible_module_utils_with_stdlib_only(tmp_path):
     (tmp_path / "ansible" / "__init__.py").write_text("")
     (mu / "__init__.py").write_text("")
     names = ("capacity", "geometry", "gpus", "checkpoint", "hf_cache", "sglang_args", "sglang_catalog")
-    names += ("sglang_facts",)
+    names += ("sglang_facts", "capacity_variants")
     for name in names:
         (mu / f"sglbench_{name}.py").write_text(
             (root / "plugins" / "module_utils" / f"sglbench_{name}.py").read_text()

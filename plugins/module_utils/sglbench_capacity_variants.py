@@ -1,0 +1,1 @@
+../../python/sglbench/hostlib/capacity_variants.py
