@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, NoReturn
 
-from sglbench.hostlib import sglang_args, sglang_facts
+from sglbench.hostlib import capacity_variants, sglang_args, sglang_facts
 from sglbench.sim import api, gpus, memory, modelinfo, release, textgen
 from sglbench.sim.engine import Engine
 from sglbench.sim.httpserver import Request, serve
@@ -438,7 +438,8 @@ class SimServer:
             )
             self._hold(lambda r: used)
 
-        if spec and draft_config is not None and plan.accounting == "C":
+        draft_in_static_pool = capacity_variants.variant(plan.accounting).draft_in_static_pool
+        if spec and draft_config is not None and draft_in_static_pool:
             load_draft()
         if plan.failure_stage == "pool":
             raise StartupFailure(str(plan.failure_message), _frames_pool())
@@ -468,7 +469,7 @@ class SimServer:
             )
         tokens = plan.max_total_num_tokens
         log.ranks(lambda r: kv_line(tokens, plan.k_size_gib, plan.v_size_gib))
-        if spec and plan.accounting == "C" and draft_config is not None:
+        if spec and draft_in_static_pool and draft_config is not None:
             log.ranks(lambda r: kv_line(tokens, plan.draft_k_size_gib, plan.draft_v_size_gib))
         if plan.failure_stage == "resolve":
             raise StartupFailure(str(plan.failure_message), _frames_pool())
@@ -481,7 +482,7 @@ class SimServer:
             )
         pool_used = (
             plan.avail_after_weights_gib
-            - (draft_w if plan.accounting == "C" else 0.0)
+            - (draft_w if draft_in_static_pool else 0.0)
             - plan.pool_end_avail_gib
         )
         avail -= pool_used
@@ -532,7 +533,7 @@ class SimServer:
 
         # --- draft worker (V1-V3: after the target is sized, from the slack)
         if spec and draft_config is not None:
-            if plan.accounting != "C":
+            if not draft_in_static_pool:
                 load_draft()
                 if not self.follows_contract:
                     log.ranks(lambda r: f"Using KV cache dtype: {plan.kv_dtype}")
