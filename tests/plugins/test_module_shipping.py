@@ -67,6 +67,7 @@ PLAYBOOK = """\
 EXPECTED = {
     "__init__",
     "atomic_file",
+    "capacity_variants",
     "capacity",
     "checkpoint",
     "geometry",

@@ -1,30 +1,29 @@
 """Capacity planner: predict what SGLang will allocate for a launch command, before launching it.
 
-Standard library only: shipped to the GPU host as ``module_utils/sglbench_hostlib/capacity.py`` and used by
-the SGLang stand-in to produce its log numbers and failures.
+Standard library only: shipped to the GPU host as ``module_utils/sglbench_hostlib/capacity.py`` (with
+its sibling ``capacity_variants.py``) and used by the SGLang stand-in to produce its log numbers and failures.
 
 Given the launch flags (an ``argparse.Namespace`` from ``sglang_args.parse_launch_args_or_raise``),
 the target (and draft) ``config.json``, and the GPU's memory, :func:`plan` replays SGLang's startup
-memory accounting (docs/capacity.md has every formula and where it comes from):
+memory accounting (docs/capacity.md has every formula and where it comes from) in stages, each a
+function over the previous stages' dataclasses:
 
-1. defaults: ``mem_fraction_static`` (incl. the multimodal factor), ``chunked_prefill_size``,
-   ``cuda_graph_max_bs``, context length, KV dtype, speculative draft-token count;
-2. ``rest = (free_after_weights) - pre * (1 - mem_fraction_static)``;
-3. hybrid linear-attention models: Mamba state slots and the speculative intermediate-state
-   reservation, in one of three historical **accounting variants**:
+1. inputs (:func:`resolve_inputs` -> :class:`Inputs`): flags, geometry, SGLang's defaults
+   (``mem_fraction_static`` incl. the multimodal factor, ``chunked_prefill_size``, ``cuda_graph_max_bs``,
+   context length, KV dtype, speculative draft-token count), free memory and weights;
+2. budget (:func:`budget`): ``rest = (free_after_weights) - pre * (1 - mem_fraction_static)``;
+3. pools: the per-token cell (:func:`kv_cell`), the Mamba state pool and speculative intermediate
+   reservation of hybrid linear-attention models (:func:`mamba_pool`), KV tokens ``= rest // cell``
+   page-rounded and capped by ``--max-total-tokens`` (:func:`kv_tokens`), the allocated pools as the log
+   prints them (:func:`pools`) and the slack (:func:`slack`);
+4. limits: ``max_running_requests`` as SGLang resolves it (:func:`running_requests`);
+5. failure: the first error SGLang would hit, with its exact text (:func:`failure`);
+6. recommendations: flag changes, each re-planned and shown to fit, least disruptive first
+   (:func:`recommendations`, one search function per kind of change).
 
-   - ``A``: builds before 2026-05-27 (0.5.10.x and the May-2026 main/forks): the intermediate
-     reservation uses the *requested* ``--max-running-requests``; the Mamba slot count comes from
-     ``--mamba-full-memory-ratio``; a zero request count ends in ``AssertionError: max_running_request
-     is zero``. The DFLASH draft KV is not folded into the target cell (observed, see docs).
-   - ``B``: June-2026 main (V3): joint solve, cap by the Mamba share, ``RuntimeError`` guards, DFLASH
-     cell scaled by ``(T + draft_layers) / T``.
-   - ``C``: Aug-2026+ (V4, 0.5.2x): like B plus a padding slot, draft weights counted against
-     ``--mem-fraction-static``, DFLASH cell = target cell + exact draft cell.
-
-4. KV tokens ``= rest // cell`` (page-rounded, capped by ``--max-total-tokens``);
-5. ``max_running_requests`` resolution and the failure SGLang would hit, with its exact text;
-6. recommendations: flag changes, each re-planned and shown to fit, least disruptive first.
+Wherever SGLang's eras differ, a stage asks the plan's accounting variant
+(:mod:`capacity_variants`: ``A`` before 2026-05-27, ``B`` June-2026 main, ``C`` V4 / 0.5.16+);
+the variant names, version mapping and source markers come from its registry.
 """
 
 from __future__ import annotations
@@ -38,19 +37,28 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from . import checkpoint, geometry, gpus, hf_cache, sglang_args, sglang_facts
+from . import (
+    capacity_variants,
+    checkpoint,
+    geometry,
+    gpus,
+    hf_cache,
+    sglang_args,
+    sglang_facts,
+)
 
 GiB = 1 << 30
 MiB = 1 << 20
-ACCOUNTING_VARIANTS = ("A", "B", "C")
-DEFAULT_ACCOUNTING = "C"
+ACCOUNTING_VARIANTS = tuple(capacity_variants.VARIANTS)
+DEFAULT_ACCOUNTING = capacity_variants.DEFAULT
 
-# --- failure kinds -------------------------------------------------------------------------------
-ZERO_REQUESTS = "zero_requests"
-NOT_ENOUGH_MEMORY = "not_enough_memory"
-POOL_SMALLER_THAN_CONTEXT = "pool_smaller_than_context"
-BAD_CONFIG = "bad_config"
-CONTEXT_TOO_LONG = "context_too_long"
+# failure kinds and the failure record: owned by capacity_variants (the variants word the errors)
+ZERO_REQUESTS = capacity_variants.ZERO_REQUESTS
+NOT_ENOUGH_MEMORY = capacity_variants.NOT_ENOUGH_MEMORY
+POOL_SMALLER_THAN_CONTEXT = capacity_variants.POOL_SMALLER_THAN_CONTEXT
+BAD_CONFIG = capacity_variants.BAD_CONFIG
+CONTEXT_TOO_LONG = capacity_variants.CONTEXT_TOO_LONG
+Failure = capacity_variants.Failure
 
 _SSM_DTYPE_BYTES = {"float32": 4.0, "bfloat16": 2.0, "float16": 2.0}
 _KV_FLAG_TO_TORCH = {
@@ -71,14 +79,6 @@ class PlanError(ValueError):
         super().__init__(f"{field}: {message}")
         self.field = field
         self.message = message
-
-
-@dataclass
-class Failure:
-    kind: str
-    message: str  # SGLang's own error text for this variant (what the server would print)
-    exception: str = "RuntimeError"
-    explanation: str = ""
 
 
 @dataclass
@@ -192,17 +192,12 @@ def accounting_for_version(version: str) -> str:
     """Map an SGLang version string to an accounting variant (see docs/capacity.md).
 
     ``< 0.5.12`` → A (0.5.10.post1 is verified A; the Mamba joint solve landed on 2026-05-27),
-    ``0.5.12 … 0.5.15`` → B (June/July 2026 main), ``>= 0.5.16`` → C (V4 configurator).
+    ``0.5.12 … 0.5.15`` → B (June/July 2026 main), ``>= 0.5.16`` → C (V4 configurator): the ``since``
+    of each :mod:`capacity_variants` class.
     Release dates between 0.5.10 and 0.5.19 are inferred; when in doubt grep the installed tree
     (``state cache is too small`` → B/C; ``_handle_max_mamba_cache`` in KVCacheConfigurator → C).
     """
-    v = _version_tuple(version)
-    v = v + (0,) * (3 - len(v))
-    if v[:3] < (0, 5, 12):
-        return "A"
-    if v[:3] < (0, 5, 16):
-        return "B"
-    return "C"
+    return capacity_variants.for_version(_version_tuple(version)).name
 
 
 def accounting_from_source(texts: list[str]) -> str | None:
@@ -210,21 +205,19 @@ def accounting_from_source(texts: list[str]) -> str | None:
 
     ``texts``: contents of the installed ``srt`` files worth grepping (e.g.
     ``model_runner_kv_cache_mixin.py``, ``mem_cache/kv_cache_configurator.py``,
-    ``managers/tp_worker.py``). None when no marker is found.
+    ``managers/tp_worker.py``). None when no marker is found (the markers: each variant's
+    ``source_markers``).
     """
-    blob = "\n".join(texts)
-    if "state cache is too small" in blob:
-        return "C" if ("KVCacheConfigurator" in blob and "_handle_max_mamba_cache" in blob) else "B"
-    if "max_running_request is zero" in blob:
-        return "A"
-    return None
+    found = capacity_variants.from_source("\n".join(texts))
+    return found.name if found is not None else None
 
 
 def resolve_accounting(accounting: str | None, sglang_version: str | None = None) -> str:
     if accounting:
         acc = accounting.strip().upper()
-        if acc not in ACCOUNTING_VARIANTS:
-            raise PlanError("--accounting", f"must be one of A, B, C, got {accounting!r}")
+        if acc not in capacity_variants.VARIANTS:
+            known = ", ".join(capacity_variants.VARIANTS)
+            raise PlanError("--accounting", f"must be one of {known}, got {accounting!r}")
         return acc
     if sglang_version:
         return accounting_for_version(sglang_version)
@@ -372,24 +365,649 @@ def _weights(
     return est.per_rank_gib, est.source
 
 
-def _zero_requests_failure(acc: str, slots: int, ratio: int) -> Failure:
-    if acc == "A":
-        return Failure(
-            ZERO_REQUESTS,
-            "max_running_request is zero",
-            "AssertionError",
-            f"the Mamba state pool has {slots} slot(s) and each running request needs {ratio}; "
-            f"{slots} // {ratio} = 0 request slots (TpModelWorker assertion, after the pools are allocated)",
+# --- stage 1: inputs -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Launch:
+    """Parallelism and scheduler flags, with SGLang's defaults filled in (§2.2)."""
+
+    tp: int
+    pp: int
+    attn_dp: int  # attention data-parallel ranks (1 unless --enable-dp-attention)
+    requested_mrr: int | None  # --max-running-requests as given
+    mrr: int | None  # as given, else the speculative default, else None
+    cps: int  # chunked_prefill_size
+    cgmb: int  # cuda_graph_max_bs
+    max_prefill: int
+    page: int
+    ctx: int  # context length: the flag, else the model's
+    overlap: bool
+    disable_radix: bool
+    strategy: str  # --mamba-scheduler-strategy
+
+
+@dataclass(frozen=True)
+class Speculation:
+    """The speculative algorithm SGLang runs (NEXTN runs as EAGLE), its draft and verify width."""
+
+    spec: sglang_facts.SpecAlgorithm | None
+    algo: str | None
+    dgeo: geometry.Geometry | None  # the draft model's geometry (None: no draft, or the MTP layers)
+    draft_tokens: int  # tokens verified per step (0 without speculative decoding)
+
+    @property
+    def dflash_like(self) -> bool:
+        return self.spec is not None and self.spec.kv_fold == sglang_facts.KV_FOLD_DRAFT_CELL
+
+
+@dataclass(frozen=True)
+class Memory:
+    """GPU memory at startup, the static fraction and the weights (GiB per rank)."""
+
+    gpu_mem_gib: float
+    pre: float  # free at start
+    mfs: float
+    mfs_src: str
+    mfs_default: float
+    weights: float
+    weights_src: str
+    draft_weights: float
+    draft_weights_src: str
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """Everything the later stages read: the launch as SGLang resolves it, before any budget."""
+
+    variant: capacity_variants.AccountingVariant
+    geo: geometry.Geometry
+    launch: Launch
+    speculation: Speculation
+    model_dtype: str
+    kv_dtype: str
+    ssm_dtype: str | None  # Mamba SSM state dtype (hybrid linear-attention models only)
+    memory: Memory
+    cell_scaling: bool  # fold a DFLASH-like draft's KV into the per-token cell
+    notes: list[str]
+
+    @property
+    def kv_bytes(self) -> float:
+        return geometry.dtype_bytes(self.kv_dtype)
+
+
+def _parallelism(args: argparse.Namespace, notes: list[str]) -> tuple[int, int, int]:
+    """(tp, pp, attention dp) from the flags; notes the approximations."""
+    tp = int(_arg(args, "tp_size", 1))
+    pp = int(_arg(args, "pp_size", 1))
+    dp = int(_arg(args, "dp_size", 1))
+    dp_attn = bool(_arg(args, "enable_dp_attention", False))
+    if tp < 1:
+        raise PlanError("--tp-size", f"must be >= 1, got {tp}")
+    if dp_attn and dp > 1:
+        notes.append("dp-attention: heads are divided by tp/dp (attention TP); planned with full TP")
+    if pp > 1:
+        notes.append(f"pp_size={pp}: layers and weights divided evenly across {pp} stages (approximation)")
+    return tp, pp, dp if dp_attn else 1
+
+
+def resolve_speculation(
+    args: argparse.Namespace, draft_config: dict[str, Any] | None, geo: geometry.Geometry, tp: int
+) -> Speculation:
+    """The speculative algorithm's table row, the draft geometry and the verify width."""
+    algo = _arg(args, "speculative_algorithm")
+    algo = str(algo).upper() if algo else None
+    if algo is not None and algo not in sglang_args.SPEC_ALGORITHMS:
+        raise PlanError(
+            "--speculative-algorithm",
+            f"{algo} is not an algorithm the planner models ({', '.join(sglang_args.SPEC_ALGORITHMS)})",
         )
-    return Failure(
-        ZERO_REQUESTS,
-        "Hybrid (mamba/linear-attention) state cache is too small to serve any requests. "
-        f"max_mamba_cache_size={slots}, mamba_ratio={ratio}, resulting max_num_reqs=0. "
-        "Try: (1) reduce --max-running-requests, (2) increase --mem-fraction-static, "
-        "(3) reduce --speculative-num-draft-tokens, or (4) use GPUs with more memory.",
-        "RuntimeError",
-        f"{slots} Mamba slot(s) // {ratio} slots per request = 0",
+    # the table row of the algorithm SGLang runs (NEXTN runs as EAGLE)
+    spec = sglang_facts.spec_algorithm(sglang_facts.spec_algorithm(algo).runs_as) if algo else None
+    algo = spec.name if spec is not None else None
+    dgeo: geometry.Geometry | None = None
+    if spec is not None and spec.uses_draft_model and (draft_config or not spec.mtp_fallback):
+        if draft_config is None:
+            raise PlanError(
+                "--speculative-draft-model-path",
+                f"--speculative-algorithm {algo} needs the draft model's config.json",
+            )
+        dgeo = _geo(draft_config, tp, is_draft=True, what="draft model")
+    return Speculation(spec, algo, dgeo, _spec_tokens(args, algo, draft_config, geo.model_class))
+
+
+def _launch(
+    args: argparse.Namespace,
+    geo: geometry.Geometry,
+    gpu_mem_gib: float,
+    parallel: tuple[int, int, int],
+    algo: str | None,
+    overlap: bool | None,
+    notes: list[str],
+) -> Launch:
+    tp, pp, attn_dp = parallel
+    requested_mrr = getattr(args, "max_running_requests", None)
+    mrr = requested_mrr
+    if algo and mrr is None:
+        mrr = SPEC_DEFAULT_MAX_RUNNING_REQUESTS
+        notes.append(f"speculative decoding: --max-running-requests defaults to {mrr}")
+    cps_def, cgmb_def = default_chunked_prefill_and_graph_bs(gpu_mem_gib * 1024.0, tp)
+    ctx_flag = getattr(args, "context_length", None)
+    return Launch(
+        tp=tp,
+        pp=pp,
+        attn_dp=attn_dp,
+        requested_mrr=requested_mrr,
+        mrr=mrr,
+        cps=int(_arg(args, "chunked_prefill_size", cps_def)),
+        cgmb=int(_arg(args, "cuda_graph_max_bs", cgmb_def)),
+        max_prefill=int(_arg(args, "max_prefill_tokens", 16384)),
+        page=int(_arg(args, "page_size", 1)) or 1,
+        ctx=int(ctx_flag) if ctx_flag else geo.context_len,
+        overlap=bool(overlap) if overlap is not None else not _arg(args, "disable_overlap_schedule", False),
+        disable_radix=bool(_arg(args, "disable_radix_cache", False)),
+        strategy=str(_arg(args, "mamba_scheduler_strategy", "auto")),
     )
+
+
+def _mem_fraction(
+    args: argparse.Namespace, launch: Launch, gpu_mem_gib: float, algo: str | None, geo: geometry.Geometry
+) -> tuple[float, str, float]:
+    """(mem_fraction_static, "flag" | "default", SGLang's default for this config)."""
+    mfs_flag = getattr(args, "mem_fraction_static", None)
+    mfs_default = default_mem_fraction_static(
+        gpu_mem_gib * 1024.0, launch.cps, launch.cgmb, launch.tp, launch.pp, launch.max_prefill, algo, geo
+    )
+    if mfs_flag is None:
+        return mfs_default, "default", mfs_default
+    mfs = float(mfs_flag)
+    if not 0 < mfs < 1:
+        raise PlanError("--mem-fraction-static", f"must be in (0, 1), got {mfs}")
+    return mfs, "flag", mfs_default
+
+
+def _ssm_dtype(args: argparse.Namespace, geo: geometry.Geometry) -> str | None:
+    """Mamba state dtype: env > flag > config > float32 (None for models without Mamba state)."""
+    if not geo.hybrid_mamba:
+        return None
+    ssm_dtype = (
+        os.environ.get("SGLANG_MAMBA_SSM_DTYPE")
+        or _arg(args, "mamba_ssm_dtype")
+        or geo.mamba_ssm_dtype_config
+        or "float32"
+    )
+    ssm_dtype = str(ssm_dtype).replace("torch.", "")
+    if ssm_dtype not in _SSM_DTYPE_BYTES:
+        raise PlanError("mamba_ssm_dtype", f"unknown dtype {ssm_dtype!r} (float32, bfloat16, float16)")
+    return ssm_dtype
+
+
+@dataclass(frozen=True)
+class WeightSources:
+    """Where the weight figures come from: given, a checkpoint directory, or the config."""
+
+    weights_gib: float | None
+    draft_weights_gib: float | None
+    model_dir: str | None
+    draft_model_dir: str | None
+
+
+def _memory(
+    gpu_mem_gib: float,
+    free_gib: float | None,
+    mfs: tuple[float, str, float],
+    sources: WeightSources,
+    configs: tuple[dict[str, Any], dict[str, Any] | None],
+    geo: geometry.Geometry,
+    sp: Speculation,
+    tp_pp: tuple[int, int],
+    model_dtype: str,
+    notes: list[str],
+) -> Memory:
+    model_config, draft_config = configs
+    tp, pp = tp_pp
+    pre = float(free_gib) if free_gib is not None else gpus.default_free_gib(gpu_mem_gib, tp)
+    if not 0 < pre <= gpu_mem_gib + 1e-6:  # NaN included
+        raise PlanError("--free-gib", f"must be in (0, gpu memory {gpu_mem_gib:.2f}], got {pre}")
+    dtype_bytes = geometry.dtype_bytes(model_dtype)
+    keep_mtp = sp.spec is not None and sp.spec.mtp_fallback and draft_config is None
+    w_gib, w_src = _weights(
+        sources.weights_gib, sources.model_dir, model_config, geo, tp * pp, dtype_bytes, keep_mtp=keep_mtp
+    )
+    dw_gib, dw_src = 0.0, "none"
+    if sp.spec is not None and sp.spec.uses_draft_model:
+        dw_gib, dw_src = _weights(
+            sources.draft_weights_gib, sources.draft_model_dir, draft_config, sp.dgeo, tp, dtype_bytes, False
+        )
+    if w_src == "estimate":
+        notes.append(
+            "target weights are an ESTIMATE from config geometry (no checkpoint on disk); "
+            "pass --weights-gib for a firm figure"
+        )
+    if dw_src == "estimate":
+        notes.append("draft weights are an ESTIMATE from config geometry; pass --draft-weights-gib")
+    return Memory(gpu_mem_gib, pre, *mfs, w_gib, w_src, dw_gib, dw_src)
+
+
+def resolve_inputs(
+    args: argparse.Namespace,
+    configs: tuple[dict[str, Any], dict[str, Any] | None],
+    gpu_mem_gib: float,
+    free_gib: float | None,
+    sources: WeightSources,
+    variant: capacity_variants.AccountingVariant,
+    *,
+    overlap: bool | None = None,
+    dflash_cell_scaling: bool | None = None,
+) -> Inputs:
+    """Stage 1: flags, configs and SGLang's defaults resolved; bad input raises :class:`PlanError`."""
+    if gpu_mem_gib is None or not 0 < gpu_mem_gib < math.inf:  # NaN included
+        raise PlanError("--gpu-mem-gib", f"must be a positive GiB figure, got {gpu_mem_gib!r}")
+    notes: list[str] = []
+    parallel = _parallelism(args, notes)
+    geo = _geo(configs[0], parallel[0], is_draft=False, what="target model")
+    sp = resolve_speculation(args, configs[1], geo, parallel[0])
+    launch = _launch(args, geo, gpu_mem_gib, parallel, sp.algo, overlap, notes)
+    mfs = _mem_fraction(args, launch, gpu_mem_gib, sp.algo, geo)
+    model_dtype = _model_dtype(getattr(args, "dtype", None), geo)
+    kv_dtype = _kv_dtype(getattr(args, "kv_cache_dtype", None), geo, model_dtype)
+    ssm_dtype = _ssm_dtype(args, geo)
+    memory = _memory(
+        gpu_mem_gib, free_gib, mfs, sources, configs, geo, sp, (launch.tp, launch.pp), model_dtype, notes
+    )
+    scaling = dflash_cell_scaling if dflash_cell_scaling is not None else variant.default_dflash_cell_scaling
+    return Inputs(variant, geo, launch, sp, model_dtype, kv_dtype, ssm_dtype, memory, scaling, notes)
+
+
+# --- stage 2: budget --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Budget:
+    """``rest = (free after weights) - pre * (1 - mem_fraction_static)`` (GiB)."""
+
+    post: float  # free after the weights (and, when the variant counts it, the draft)
+    reserved_by_mfs: float  # kept back by (1 - mem_fraction_static)
+    rest: float  # KV + Mamba budget before the Mamba split
+
+
+def budget(inp: Inputs) -> Budget:
+    m = inp.memory
+    post = m.pre - m.weights - inp.variant.static_draft_weights_gib(m.draft_weights)
+    reserved_by_mfs = m.pre * (1 - m.mfs)
+    return Budget(post, reserved_by_mfs, post - reserved_by_mfs)
+
+
+# --- stage 3: pools ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Cell:
+    """Bytes per token of ``max_total_num_tokens``: the target's, and with the draft folded in."""
+
+    target: float
+    folded: float
+    draft: int
+    swa_ratio: float  # --swa-full-tokens-ratio for hybrid sliding-window targets, else 0
+
+
+def kv_cell(args: argparse.Namespace, inp: Inputs) -> Cell:
+    """The per-token KV cell (§2.4); the variant says how a draft's KV is folded in."""
+    geo, sp, kv_bytes = inp.geo, inp.speculation, inp.kv_bytes
+    if geo.attention == "hybrid_swa":
+        swa_ratio = float(_arg(args, "swa_full_tokens_ratio", 0.8))
+        per = geo.full_layer_bytes_per_token(kv_bytes)
+        target = per * geo.kv_layers + swa_ratio * per * geo.swa_layers
+    else:
+        swa_ratio = 0.0
+        target = float(geo.cell_bytes(kv_bytes, inp.kv_dtype))
+    if inp.launch.pp > 1:
+        target /= inp.launch.pp
+    dgeo = sp.dgeo
+    draft = dgeo.cell_bytes(kv_bytes, inp.kv_dtype) if dgeo is not None else 0
+    if dgeo is not None and dgeo.attention == "mla":
+        draft = 0  # MTP-like drafts share the target's latent layout; counted by layer ratio
+    folded = target
+    if sp.dflash_like and dgeo is not None and inp.cell_scaling:
+        folded = inp.variant.dflash_cell(target, draft, geo.kv_layers, dgeo.num_layers)
+    elif sp.spec is not None and sp.spec.kv_fold == sglang_facts.KV_FOLD_LAYER_RATIO:
+        draft_layers = dgeo.num_layers if dgeo is not None else 1
+        by_ratio = inp.variant.layer_ratio_cell(target, geo.kv_layers, draft_layers)
+        folded = target if by_ratio is None else by_ratio
+    return Cell(target, folded, draft, swa_ratio)
+
+
+@dataclass(frozen=True)
+class MambaPool:
+    """The Mamba state pool and the speculative intermediate reservation (hybrid models), and the KV
+    budget left after them; for other models only ``kv_budget_gib`` (= the whole budget) is set."""
+
+    per_req_bytes: int = 0
+    ratio: int | None = None
+    slots: int | None = None
+    spec_reserved_gib: float = 0.0
+    budget_gib: float = 0.0
+    kv_budget_gib: float = 0.0
+    failure: Failure | None = None
+
+
+def mamba_pool(args: argparse.Namespace, inp: Inputs, rest_gib: float) -> MambaPool:
+    """The hybrid Mamba split (§2.5), as the variant solves it."""
+    geo, launch, sp = inp.geo, inp.launch, inp.speculation
+    if not geo.hybrid_mamba or geo.mamba is None:
+        return MambaPool(kv_budget_gib=rest_gib)
+    P = geo.mamba.per_req_bytes(_SSM_DTYPE_BYTES[inp.ssm_dtype or "float32"])
+    if launch.pp > 1:
+        P = P // launch.pp
+    ratio = _mamba_ratio(launch.disable_radix, launch.strategy, launch.overlap)
+    split = inp.variant.mamba_split(
+        capacity_variants.MambaInputs(
+            rest_bytes=rest_gib * GiB,
+            per_req_bytes=P,
+            ratio=ratio,
+            full_memory_ratio=float(_arg(args, "mamba_full_memory_ratio", 0.9)),
+            explicit_slots=getattr(args, "max_mamba_cache_size", None),
+            max_running_requests=launch.mrr,
+            attn_dp=launch.attn_dp,
+            disable_radix=launch.disable_radix,
+            speculative=bool(sp.algo),
+            draft_tokens=sp.draft_tokens if sp.algo else 0,
+        )
+    )
+    return MambaPool(
+        P,
+        ratio,
+        split.slots,
+        split.spec_reserved_gib,
+        split.mamba_budget_gib,
+        split.kv_budget_bytes / GiB,
+        split.failure,
+    )
+
+
+@dataclass(frozen=True)
+class Tokens:
+    """``max_total_num_tokens`` (and the full/SWA split of hybrid sliding-window targets)."""
+
+    total: int
+    full: int | None
+    swa: int | None
+    warnings: list[str]
+
+
+def kv_tokens(args: argparse.Namespace, inp: Inputs, cell: Cell, kv_budget_gib: float) -> Tokens:
+    """KV tokens ``= budget // cell``, capped by ``--max-total-tokens``, rounded to the page."""
+    page = inp.launch.page
+    warnings: list[str] = []
+    tokens = int(int(kv_budget_gib * GiB) // cell.folded) if kv_budget_gib > 0 else 0
+    full = swa = None
+    if inp.geo.attention == "hybrid_swa":
+        full = tokens // page * page
+        swa = int(full * cell.swa_ratio) // page * page
+    max_total_tokens = getattr(args, "max_total_tokens", None)
+    if max_total_tokens is not None and tokens > 0:
+        if max_total_tokens > tokens:
+            warnings.append(
+                f"--max-total-tokens {max_total_tokens} is above the profiled {tokens}; "
+                "SGLang uses the profiled value"
+            )
+        tokens = min(tokens, int(max_total_tokens))
+    return Tokens(tokens // page * page, full, swa, warnings)
+
+
+@dataclass(frozen=True)
+class Pools:
+    """What SGLang allocates, as its log lines print it (GiB)."""
+
+    k: float
+    v: float
+    draft_k: float
+    draft_v: float
+    mamba_conv: float
+    mamba_ssm: float
+    intermediate_ssm: float
+    intermediate_conv: float
+    req_to_token: float
+
+    @property
+    def target_state(self) -> float:
+        """KV and Mamba state of the target, intermediate states included."""
+        return (
+            self.k
+            + self.v
+            + self.mamba_conv
+            + self.mamba_ssm
+            + self.intermediate_ssm
+            + self.intermediate_conv
+        )
+
+    @property
+    def draft_kv(self) -> float:
+        return self.draft_k + self.draft_v
+
+
+def _target_kv_sizes(inp: Inputs, tokens: Tokens) -> tuple[float, float]:
+    """(K, V) of the target's KV pool, with SGLang's extra page."""
+    geo, page, kv_bytes = inp.geo, inp.launch.page, inp.kv_bytes
+    if geo.attention == "mla":
+        pg = tokens.total + page
+        return pg * (geo.kv_lora_rank + geo.qk_rope_head_dim) * geo.kv_layers * kv_bytes / GiB, 0.0
+    full_pg = (tokens.full if tokens.full is not None else tokens.total) + page
+    k = full_pg * geo.kv_heads_per_rank * geo.head_dim * geo.kv_layers * kv_bytes / GiB
+    v = full_pg * geo.kv_heads_per_rank * geo.v_head_dim * geo.kv_layers * kv_bytes / GiB
+    if tokens.swa is not None:
+        swa_pg = tokens.swa + page
+        k += swa_pg * geo.kv_heads_per_rank * geo.head_dim * geo.swa_layers * kv_bytes / GiB
+        v += swa_pg * geo.kv_heads_per_rank * geo.v_head_dim * geo.swa_layers * kv_bytes / GiB
+    if inp.launch.pp > 1:
+        k /= inp.launch.pp
+        v /= inp.launch.pp
+    return k, v
+
+
+def _draft_kv_sizes(inp: Inputs, tokens: Tokens) -> tuple[float, float]:
+    dgeo, kv_bytes = inp.speculation.dgeo, inp.kv_bytes
+    pg = tokens.total + inp.launch.page
+    if dgeo is None:
+        return 0.0, 0.0
+    if dgeo.attention == "mla":
+        return pg * (dgeo.kv_lora_rank + dgeo.qk_rope_head_dim) * kv_bytes / GiB, 0.0
+    dk = pg * dgeo.kv_heads_per_rank * dgeo.head_dim * dgeo.num_layers * kv_bytes / GiB
+    dv = pg * dgeo.kv_heads_per_rank * dgeo.v_head_dim * dgeo.num_layers * kv_bytes / GiB
+    return dk, dv
+
+
+def _mamba_sizes(inp: Inputs, mamba: MambaPool, requests: int) -> tuple[float, float, float, float]:
+    """(conv, SSM, intermediate SSM, intermediate conv): the Mamba pools with their +1 slot and the
+    speculative intermediate states for ``resolved max_running_requests + 1``."""
+    if mamba.slots is None or inp.geo.mamba is None:
+        return 0.0, 0.0, 0.0, 0.0
+    conv_req = inp.geo.mamba.conv_bytes_per_req(2.0)
+    ssm_req = inp.geo.mamba.ssm_bytes_per_req(_SSM_DTYPE_BYTES[inp.ssm_dtype or "float32"])
+    conv = (mamba.slots + 1) * conv_req / GiB
+    ssm = (mamba.slots + 1) * ssm_req / GiB
+    if not inp.speculation.algo:
+        return conv, ssm, 0.0, 0.0
+    D = inp.speculation.draft_tokens
+    return conv, ssm, (requests + 1) * D * ssm_req / GiB, (requests + 1) * D * conv_req / GiB
+
+
+def pools(inp: Inputs, tokens: Tokens, mamba: MambaPool, requests: int) -> Pools:
+    k, v = _target_kv_sizes(inp, tokens)
+    dk, dv = _draft_kv_sizes(inp, tokens)
+    conv, ssm, iss, icv = _mamba_sizes(inp, mamba, requests)
+    req_to_token = (requests + 1) * (inp.launch.ctx + 4 + inp.speculation.draft_tokens) * 4 / GiB
+    return Pools(k, v, dk, dv, conv, ssm, iss, icv, req_to_token)
+
+
+# --- stage 4: limits ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Requests:
+    """``max_running_requests`` as SGLang resolves it (§2.7)."""
+
+    n: int
+    warnings: list[str]
+
+
+def running_requests(inp: Inputs, tokens: int, mamba: MambaPool) -> Requests:
+    ctx, mrr, attn_dp = inp.launch.ctx, inp.launch.mrr, inp.launch.attn_dp
+    estimated = min(max(int(tokens / ctx * 512), 2048), 4096) if ctx > 0 else 2048
+    if mrr is not None:
+        n = inp.variant.running_requests(mrr // attn_dp, tokens, estimated)
+    else:
+        n = min(estimated, tokens // 2)
+    if mamba.slots is not None and mamba.ratio is not None:
+        n = min(n, mamba.slots // mamba.ratio)
+    n = max(n, 0)
+    warnings: list[str] = []
+    if mrr is not None and 0 < n < mrr:
+        why = (
+            f"Mamba state slots ({mamba.slots} // {mamba.ratio})"
+            if (mamba.slots is not None and mamba.ratio and n == mamba.slots // mamba.ratio)
+            else "token capacity"
+        )
+        warnings.append(f"max_running_requests resolves to {n}, below the requested {mrr} (capped by {why})")
+    return Requests(n, warnings)
+
+
+@dataclass(frozen=True)
+class Slack:
+    """Where the memory outside the static pools goes (GiB); ``breakdown`` is ``Plan.slack``."""
+
+    breakdown: dict[str, float]
+    pool_end: float  # SGLang's "Memory pool end" free memory
+    cuda_graph: float
+    available_after: float  # free after the draft (when loaded from the slack) and CUDA graphs
+
+    @property
+    def left_for_activations(self) -> float:
+        return self.breakdown["left_for_activations_gib"]
+
+
+def slack(args: argparse.Namespace, inp: Inputs, b: Budget, p: Pools) -> Slack:
+    launch, in_static = inp.launch, inp.variant.draft_in_static_pool
+    target_pools = p.target_state + p.req_to_token + (p.draft_kv if in_static else 0.0)
+    pool_end = b.post - target_pools
+    graphs = 2 if inp.speculation.algo else 1
+    cuda_graph = 0.0 if _arg(args, "disable_cuda_graph", False) else launch.cgmb * 2 / 1024 * graphs
+    activation_reserve = max(launch.cps if launch.cps > 0 else launch.max_prefill, 2048) * 1.5 / 1024
+    draft_weights_from_slack = 0.0 if in_static else inp.memory.draft_weights
+    draft_kv_from_slack = 0.0 if in_static else p.draft_kv
+    draft_from_slack = draft_weights_from_slack + draft_kv_from_slack
+    unused = max(b.rest - p.target_state - (p.draft_kv if in_static else 0.0), 0.0)
+    left = b.reserved_by_mfs + unused - draft_from_slack - p.req_to_token - cuda_graph
+    breakdown = {
+        "reserved_by_mem_fraction_gib": b.reserved_by_mfs,
+        "unallocated_budget_gib": unused,
+        "draft_weights_gib": draft_weights_from_slack,
+        "draft_kv_gib": draft_kv_from_slack,
+        "req_to_token_gib": p.req_to_token,
+        "cuda_graph_gib": cuda_graph,
+        "left_for_activations_gib": left,
+        "sglang_activation_heuristic_gib": activation_reserve,
+    }
+    return Slack(breakdown, pool_end, cuda_graph, pool_end - draft_from_slack - cuda_graph)
+
+
+# --- stage 5: failure ----------------------------------------------------------------------------------
+
+
+def _context_failure(args: argparse.Namespace, inp: Inputs) -> Failure | None:
+    ctx_flag = getattr(args, "context_length", None)
+    if (
+        ctx_flag
+        and int(ctx_flag) > inp.geo.context_len
+        and os.environ.get("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN", "").lower() not in ("1", "true")
+    ):
+        return Failure(
+            CONTEXT_TOO_LONG,
+            f"User-specified context_length ({inp.launch.ctx}) is greater than the derived context_length "
+            f"({inp.geo.context_len}). This may lead to incorrect model outputs or CUDA errors. To allow "
+            "overriding, please set the env var SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1",
+            "ValueError",
+        )
+    return None
+
+
+def _spec_radix_failure(inp: Inputs) -> Failure | None:
+    """Speculative decoding on a hybrid model with radix cache needs the extra_buffer strategy."""
+    launch = inp.launch
+    if not (inp.geo.hybrid_mamba and inp.geo.mamba is not None and inp.speculation.algo):
+        return None
+    if launch.disable_radix or launch.strategy not in ("auto", "no_buffer"):
+        return None
+    return Failure(
+        BAD_CONFIG,
+        f"Speculative decoding for {inp.geo.model_class} is not compatible with radix cache when using "
+        "--mamba-scheduler-strategy no_buffer. To use radix cache with speculative decoding, please "
+        "use --mamba-scheduler-strategy extra_buffer and set SGLANG_ENABLE_SPEC_V2=1.",
+        "ValueError",
+    )
+
+
+def _limit_failures(inp: Inputs, tokens: int, requests: int, mamba: MambaPool) -> list[Failure | None]:
+    """The checks on the resolved token and request counts, in SGLang's order."""
+    ctx, mfs = inp.launch.ctx, inp.memory.mfs
+    out: list[Failure | None] = []
+    if tokens <= 0:
+        out.append(
+            Failure(
+                NOT_ENOUGH_MEMORY,
+                f"Not enough memory. Please try to increase --mem-fraction-static. Current value: "
+                f"mem_fraction_static={mfs:g}",
+                "RuntimeError",
+            )
+        )
+        return out
+    if requests <= 0:
+        out.append(inp.variant.zero_requests_failure(mamba.slots or 0, mamba.ratio or 1))
+    if min(ctx, tokens) - 6 <= 0:
+        out.append(Failure(NOT_ENOUGH_MEMORY, "Memory pool size is too small", "AssertionError"))
+    if tokens < ctx:
+        out.append(
+            Failure(
+                POOL_SMALLER_THAN_CONTEXT,
+                f"KV pool holds {tokens} tokens, fewer than context_len={ctx}: SGLang starts, but rejects "
+                f"requests longer than {min(ctx, tokens) - 6} tokens (max_req_input_len)",
+                "none",
+                "SGLang itself starts; a request needing the full context cannot be served",
+            )
+        )
+    return out
+
+
+def failure(
+    args: argparse.Namespace, inp: Inputs, b: Budget, mamba: MambaPool, tokens: int, requests: int
+) -> Failure | None:
+    """The first failure SGLang would hit, with its exact text (None: it starts and serves)."""
+    checks = [
+        _context_failure(args, inp),
+        _spec_radix_failure(inp),
+        mamba.failure,
+        inp.variant.kv_budget_failure(mamba.kv_budget_gib, b.post, inp.memory.pre, inp.memory.mfs),
+        *_limit_failures(inp, tokens, requests, mamba),
+    ]
+    first = next((f for f in checks if f is not None), None)
+    if first is not None and first.kind == NOT_ENOUGH_MEMORY and not first.explanation:
+        first.explanation = (
+            f"after the weights {b.post:.2f} GiB are free; "
+            f"(1 - mem_fraction_static) x {inp.memory.pre:.2f} = "
+            f"{b.reserved_by_mfs:.2f} GiB is kept back, leaving {b.rest:.2f} GiB for KV and state"
+            + (" (the weights alone do not fit at this TP size)" if b.post <= 0 else "")
+        )
+    return first
+
+
+def _activation_warning(sl: Slack, fail: Failure | None, tokens: int) -> list[str]:
+    left = sl.left_for_activations
+    if left < 1.0 and fail is None and tokens > 0:
+        return [
+            f"only {left:.2f} GiB left for activations after draft weights/KV and CUDA graphs: expect an OOM "
+            "during CUDA-graph capture or the first large prefill; lower --mem-fraction-static"
+        ]
+    return []
 
 
 # --- the planner -----------------------------------------------------------------------------------
@@ -421,452 +1039,129 @@ def plan(
     ``--disable-overlap-schedule``). ``dflash_cell_scaling``: fold the DFLASH draft KV into the target
     cell (default: no for A, yes for B/C).
     """
-    acc = resolve_accounting(accounting)
-    if gpu_mem_gib is None or not 0 < gpu_mem_gib < math.inf:  # NaN included
-        raise PlanError("--gpu-mem-gib", f"must be a positive GiB figure, got {gpu_mem_gib!r}")
-    tp = int(_arg(args, "tp_size", 1))
-    pp = int(_arg(args, "pp_size", 1))
-    dp = int(_arg(args, "dp_size", 1))
-    dp_attn = bool(_arg(args, "enable_dp_attention", False))
-    attn_dp = dp if dp_attn else 1
-    if tp < 1:
-        raise PlanError("--tp-size", f"must be >= 1, got {tp}")
-    notes: list[str] = []
-    warnings: list[str] = []
-    geo = _geo(model_config, tp, is_draft=False, what="target model")
-    if dp_attn and dp > 1:
-        notes.append("dp-attention: heads are divided by tp/dp (attention TP); planned with full TP")
-    if pp > 1:
-        notes.append(f"pp_size={pp}: layers and weights divided evenly across {pp} stages (approximation)")
-
-    algo = _arg(args, "speculative_algorithm")
-    algo = str(algo).upper() if algo else None
-    if algo is not None and algo not in sglang_args.SPEC_ALGORITHMS:
-        raise PlanError(
-            "--speculative-algorithm",
-            f"{algo} is not an algorithm the planner models ({', '.join(sglang_args.SPEC_ALGORITHMS)})",
-        )
-    # the table row of the algorithm SGLang runs (NEXTN runs as EAGLE)
-    spec = sglang_facts.spec_algorithm(sglang_facts.spec_algorithm(algo).runs_as) if algo else None
-    algo = spec.name if spec is not None else None
-    dflash_like = spec is not None and spec.kv_fold == sglang_facts.KV_FOLD_DRAFT_CELL
-    dgeo: geometry.Geometry | None = None
-    if spec is not None and spec.uses_draft_model and (draft_config or not spec.mtp_fallback):
-        if draft_config is None:
-            raise PlanError(
-                "--speculative-draft-model-path",
-                f"--speculative-algorithm {algo} needs the draft model's config.json",
-            )
-        dgeo = _geo(draft_config, tp, is_draft=True, what="draft model")
-    D = _spec_tokens(args, algo, draft_config, geo.model_class)
-
-    requested_mrr = getattr(args, "max_running_requests", None)
-    mrr = requested_mrr
-    if algo and mrr is None:
-        mrr = SPEC_DEFAULT_MAX_RUNNING_REQUESTS
-        notes.append(f"speculative decoding: --max-running-requests defaults to {mrr}")
-
-    gpu_mem_mib = gpu_mem_gib * 1024.0
-    cps_def, cgmb_def = default_chunked_prefill_and_graph_bs(gpu_mem_mib, tp)
-    cps = int(_arg(args, "chunked_prefill_size", cps_def))
-    cgmb = int(_arg(args, "cuda_graph_max_bs", cgmb_def))
-    max_prefill = int(_arg(args, "max_prefill_tokens", 16384))
-    page = int(_arg(args, "page_size", 1)) or 1
-    mfs_flag = getattr(args, "mem_fraction_static", None)
-    mfs_default = default_mem_fraction_static(gpu_mem_mib, cps, cgmb, tp, pp, max_prefill, algo, geo)
-    if mfs_flag is not None:
-        mfs = float(mfs_flag)
-        mfs_src = "flag"
-        if not 0 < mfs < 1:
-            raise PlanError("--mem-fraction-static", f"must be in (0, 1), got {mfs}")
-    else:
-        mfs = mfs_default
-        mfs_src = "default"
-
-    ctx_flag = getattr(args, "context_length", None)
-    ctx = int(ctx_flag) if ctx_flag else geo.context_len
-    failure: Failure | None = None
-    if (
-        ctx_flag
-        and int(ctx_flag) > geo.context_len
-        and os.environ.get("SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN", "").lower() not in ("1", "true")
-    ):
-        failure = Failure(
-            CONTEXT_TOO_LONG,
-            f"User-specified context_length ({ctx}) is greater than the derived context_length "
-            f"({geo.context_len}). This may lead to incorrect model outputs or CUDA errors. To allow "
-            "overriding, please set the env var SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1",
-            "ValueError",
-        )
-
-    model_dtype = _model_dtype(getattr(args, "dtype", None), geo)
-    kv_dtype = _kv_dtype(getattr(args, "kv_cache_dtype", None), geo, model_dtype)
-    kv_bytes = geometry.dtype_bytes(kv_dtype)
-
-    # Mamba state dtype: env > flag > config > float32
-    ssm_dtype: str | None = None
-    if geo.hybrid_mamba:
-        ssm_dtype = (
-            os.environ.get("SGLANG_MAMBA_SSM_DTYPE")
-            or _arg(args, "mamba_ssm_dtype")
-            or geo.mamba_ssm_dtype_config
-            or "float32"
-        )
-        ssm_dtype = str(ssm_dtype).replace("torch.", "")
-        if ssm_dtype not in _SSM_DTYPE_BYTES:
-            raise PlanError("mamba_ssm_dtype", f"unknown dtype {ssm_dtype!r} (float32, bfloat16, float16)")
-
-    # memory at startup and weights
-    pre = float(free_gib) if free_gib is not None else gpus.default_free_gib(gpu_mem_gib, tp)
-    if not 0 < pre <= gpu_mem_gib + 1e-6:  # NaN included
-        raise PlanError("--free-gib", f"must be in (0, gpu memory {gpu_mem_gib:.2f}], got {pre}")
-    model_dtype_bytes = geometry.dtype_bytes(model_dtype)
-    w_gib, w_src = _weights(
-        weights_gib,
-        model_dir,
-        model_config,
-        geo,
-        tp * pp,
-        model_dtype_bytes,
-        keep_mtp=spec is not None and spec.mtp_fallback and draft_config is None,
+    variant = capacity_variants.variant(resolve_accounting(accounting))
+    sources = WeightSources(weights_gib, draft_weights_gib, model_dir, draft_model_dir)
+    inp = resolve_inputs(
+        args,
+        (model_config, draft_config),
+        gpu_mem_gib,
+        free_gib,
+        sources,
+        variant,
+        overlap=overlap,
+        dflash_cell_scaling=dflash_cell_scaling,
     )
-    dw_gib, dw_src = 0.0, "none"
-    if spec is not None and spec.uses_draft_model:
-        dw_gib, dw_src = _weights(
-            draft_weights_gib, draft_model_dir, draft_config, dgeo, tp, model_dtype_bytes, keep_mtp=False
+    p = _assemble(args, inp)
+    if recommend and p.failure is not None:
+        opts = dict(
+            free_gib=inp.memory.pre,
+            weights_gib=inp.memory.weights,
+            draft_weights_gib=inp.memory.draft_weights,
+            accounting=variant.name,
+            overlap=overlap,
+            dflash_cell_scaling=dflash_cell_scaling,
         )
-    if w_src == "estimate":
-        notes.append(
-            "target weights are an ESTIMATE from config geometry (no checkpoint on disk); "
-            "pass --weights-gib for a firm figure"
-        )
-    if dw_src == "estimate":
-        notes.append("draft weights are an ESTIMATE from config geometry; pass --draft-weights-gib")
+        p.recommendations = recommendations(args, model_config, draft_config, gpu_mem_gib, p, opts)
+    return p
 
-    post = pre - w_gib - (dw_gib if acc == "C" else 0.0)
-    reserved_by_mfs = pre * (1 - mfs)
-    rest = post - reserved_by_mfs
 
-    # per-token cell
-    target_cell = geo.cell_bytes(kv_bytes, kv_dtype)
-    if geo.attention == "hybrid_swa":
-        ratio_swa = float(_arg(args, "swa_full_tokens_ratio", 0.8))
-        per = geo.full_layer_bytes_per_token(kv_bytes)
-        target_cell_f = per * geo.kv_layers + ratio_swa * per * geo.swa_layers
-    else:
-        ratio_swa = 0.0
-        target_cell_f = float(target_cell)
-    if pp > 1:
-        target_cell_f /= pp
-    draft_cell = dgeo.cell_bytes(kv_bytes, kv_dtype) if dgeo is not None else 0
-    if dgeo is not None and dgeo.attention == "mla":
-        draft_cell = 0  # MTP-like drafts share the target's latent layout; counted by layer ratio
-    cell_f = target_cell_f
-    scaling = dflash_cell_scaling if dflash_cell_scaling is not None else acc != "A"
-    if dflash_like and dgeo is not None and scaling:
-        if acc == "C":
-            cell_f = target_cell_f + draft_cell
-        else:
-            T = geo.kv_layers
-            cell_f = float(geometry.ceil_div(int(target_cell_f) * (T + dgeo.num_layers), T))
-    elif spec is not None and spec.kv_fold == sglang_facts.KV_FOLD_LAYER_RATIO and acc == "C":
-        draft_layers = dgeo.num_layers if dgeo is not None else 1
-        cell_f = float(int(target_cell_f * (1 + draft_layers / geo.kv_layers)))
-    if dflash_like and not scaling:
+def _assemble(args: argparse.Namespace, inp: Inputs) -> Plan:
+    """Stages 2-5 over resolved inputs: budget, pools, limits, failure; the :class:`Plan`."""
+    b = budget(inp)
+    cell = kv_cell(args, inp)
+    notes = list(inp.notes)
+    if inp.speculation.dflash_like and not inp.cell_scaling:
         notes.append(
             "DFLASH draft KV is not folded into the target cell (variant A as observed); "
             "it is allocated from the slack"
         )
+    mamba = mamba_pool(args, inp, b.rest)
+    tokens = kv_tokens(args, inp, cell, mamba.kv_budget_gib)
+    requests = running_requests(inp, tokens.total, mamba)
+    allocated = pools(inp, tokens, mamba, requests.n)
+    sl = slack(args, inp, b, allocated)
+    fail = failure(args, inp, b, mamba, tokens.total, requests.n)
+    warnings = tokens.warnings + requests.warnings + _activation_warning(sl, fail, tokens.total)
+    dgeo = inp.speculation.dgeo
+    notes += inp.geo.notes + (dgeo.notes if dgeo else [])
+    return _to_plan(args, inp, (b, cell, mamba, tokens, requests.n, allocated, sl), fail, warnings, notes)
 
-    # hybrid Mamba split (§2.5)
-    mamba_slots: int | None = None
-    P = 0
-    ratio: int | None = None
-    spec_reserved = 0.0
-    mamba_budget = 0.0
-    overlap_on = (
-        (not bool(_arg(args, "disable_overlap_schedule", False))) if overlap is None else bool(overlap)
-    )
-    disable_radix = bool(_arg(args, "disable_radix_cache", False))
-    strategy = str(_arg(args, "mamba_scheduler_strategy", "auto"))
-    spec_cap: int | None = None
-    if geo.hybrid_mamba and geo.mamba is not None:
-        ssm_bytes = _SSM_DTYPE_BYTES[ssm_dtype or "float32"]
-        P = geo.mamba.per_req_bytes(ssm_bytes)
-        if pp > 1:
-            P = P // pp
-        ratio = _mamba_ratio(disable_radix, strategy, overlap_on)
-        if algo and not disable_radix and strategy in ("auto", "no_buffer") and failure is None:
-            failure = Failure(
-                BAD_CONFIG,
-                f"Speculative decoding for {geo.model_class} is not compatible with radix cache when using "
-                "--mamba-scheduler-strategy no_buffer. To use radix cache with speculative decoding, please "
-                "use --mamba-scheduler-strategy extra_buffer and set SGLANG_ENABLE_SPEC_V2=1.",
-                "ValueError",
-            )
-        mfr = float(_arg(args, "mamba_full_memory_ratio", 0.9))
-        explicit_k = getattr(args, "max_mamba_cache_size", None)
-        mrr_dp = (mrr // attn_dp) if mrr is not None else None
-        Dm = D if algo else 0
-        rest_bytes = rest * GiB
-        if acc == "A":
-            if algo:
-                spec_reserved = P * (mrr_dp or 0) * Dm / GiB
-                rest_bytes -= P * (mrr_dp or 0) * Dm
-            if explicit_k is not None:
-                K = int(explicit_k) // attn_dp
-            elif disable_radix and mrr is not None:
-                K = mrr // attn_dp
-            else:
-                K = int((rest_bytes * mfr / (1 + mfr)) // P) if rest_bytes > 0 else 0
-            rest_bytes -= K * P
-            mamba_budget = K * P / GiB
-        else:
-            budget = rest_bytes * mfr / (1 + mfr)
-            pad = 1 if acc == "C" else 0
-            if explicit_k is not None:
-                K = int(explicit_k) // attn_dp
-                spec_cap = min(mrr_dp if mrr_dp is not None else K // ratio, K // ratio) if algo else None
-            elif disable_radix and mrr is not None:
-                K = mrr // attn_dp
-                spec_cap = K if algo else None
-            elif algo:
-                K = int((budget - pad * P * (1 + Dm)) // (P * (1 + Dm / ratio))) if budget > 0 else 0
-                spec_cap = min(mrr_dp if mrr_dp is not None else K // ratio, K // ratio)
-            else:
-                K = int((budget - pad * P) // P) if budget > 0 else 0
-            K = max(K, 0)
-            if algo and spec_cap is not None:
-                spec_reserved = P * (spec_cap + pad) * Dm / GiB
-                rest_bytes -= P * (spec_cap + pad) * Dm
-            if K <= 0 and failure is None:
-                failure = Failure(
-                    NOT_ENOUGH_MEMORY,
-                    "Not enough GPU memory for hybrid (mamba/linear-attention) state cache. Computed "
-                    f"max_mamba_cache_size={K}. Try: (1) reduce --max-running-requests, (2) increase "
-                    "--mem-fraction-static, (3) reduce --speculative-num-draft-tokens, or (4) use GPUs "
-                    "with more memory.",
-                    "RuntimeError",
-                )
-            rest_bytes -= (K + pad) * P
-            mamba_budget = (K + pad) * P / GiB
-        mamba_slots = K
-        kv_budget = rest_bytes / GiB
-    else:
-        kv_budget = rest
 
-    if acc == "C" and kv_budget <= 0 and failure is None:
-        need = 1 - post / pre
-        failure = Failure(
-            NOT_ENOUGH_MEMORY,
-            f"Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static={mfs:g}. "
-            f"Raise --mem-fraction-static above {need:.3f} "
-            f"(minimum viable = 1 - available/pre = {need:.3f}). "
-            "If using speculative decoding, draft weights are now counted.",
-            "ValueError",
-        )
-
-    # tokens
-    tokens = int(int(kv_budget * GiB) // cell_f) if kv_budget > 0 else 0
-    full_tokens = swa_tokens = None
-    if geo.attention == "hybrid_swa":
-        full_tokens = tokens // page * page
-        swa_tokens = int(full_tokens * ratio_swa) // page * page
-    max_total_tokens = getattr(args, "max_total_tokens", None)
-    if max_total_tokens is not None and tokens > 0:
-        if max_total_tokens > tokens:
-            warnings.append(
-                f"--max-total-tokens {max_total_tokens} is above the profiled {tokens}; "
-                "SGLang uses the profiled value"
-            )
-        tokens = min(tokens, int(max_total_tokens))
-    tokens = tokens // page * page
-    if tokens <= 0 and failure is None:
-        failure = Failure(
-            NOT_ENOUGH_MEMORY,
-            f"Not enough memory. Please try to increase --mem-fraction-static. Current value: "
-            f"mem_fraction_static={mfs:g}",
-            "RuntimeError",
-        )
-
-    # max_running_requests (§2.7)
-    estimated = min(max(int(tokens / ctx * 512), 2048), 4096) if ctx > 0 else 2048
-    if mrr is not None:
-        n = min(mrr // attn_dp, tokens // 2) if acc == "C" else min(mrr // attn_dp, estimated)
-    else:
-        n = min(estimated, tokens // 2)
-    if mamba_slots is not None and ratio is not None:
-        n = min(n, mamba_slots // ratio)
-    n = max(n, 0)
-    if tokens > 0 and n <= 0 and failure is None:
-        failure = _zero_requests_failure(acc, mamba_slots or 0, ratio or 1)
-    if failure is None and tokens > 0 and min(ctx, tokens) - 6 <= 0:
-        failure = Failure(NOT_ENOUGH_MEMORY, "Memory pool size is too small", "AssertionError")
-    if failure is None and 0 < tokens < ctx:
-        failure = Failure(
-            POOL_SMALLER_THAN_CONTEXT,
-            f"KV pool holds {tokens} tokens, fewer than context_len={ctx}: SGLang starts, but rejects "
-            f"requests longer than {min(ctx, tokens) - 6} tokens (max_req_input_len)",
-            "none",
-            "SGLang itself starts; a request needing the full context cannot be served",
-        )
-    if mrr is not None and 0 < n < mrr:
-        why = (
-            f"Mamba state slots ({mamba_slots} // {ratio})"
-            if (mamba_slots is not None and ratio and n == mamba_slots // ratio)
-            else "token capacity"
-        )
-        warnings.append(f"max_running_requests resolves to {n}, below the requested {mrr} (capped by {why})")
-
-    if failure is not None and failure.kind == NOT_ENOUGH_MEMORY and not failure.explanation:
-        failure.explanation = (
-            f"after the weights {post:.2f} GiB are free; (1 - mem_fraction_static) x {pre:.2f} = "
-            f"{reserved_by_mfs:.2f} GiB is kept back, leaving {rest:.2f} GiB for KV and state"
-            + (" (the weights alone do not fit at this TP size)" if post <= 0 else "")
-        )
-
-    # allocated pools (what the log lines print)
-    pg = tokens + page
-    if geo.attention == "mla":
-        k_size = pg * (geo.kv_lora_rank + geo.qk_rope_head_dim) * geo.kv_layers * kv_bytes / GiB
-        v_size = 0.0
-    else:
-        full_pg = (full_tokens if full_tokens is not None else tokens) + page
-        k_size = full_pg * geo.kv_heads_per_rank * geo.head_dim * geo.kv_layers * kv_bytes / GiB
-        v_size = full_pg * geo.kv_heads_per_rank * geo.v_head_dim * geo.kv_layers * kv_bytes / GiB
-        if swa_tokens is not None:
-            swa_pg = swa_tokens + page
-            k_size += swa_pg * geo.kv_heads_per_rank * geo.head_dim * geo.swa_layers * kv_bytes / GiB
-            v_size += swa_pg * geo.kv_heads_per_rank * geo.v_head_dim * geo.swa_layers * kv_bytes / GiB
-        if pp > 1:
-            k_size /= pp
-            v_size /= pp
-    dk = dv = 0.0
-    if dgeo is not None and dgeo.attention != "mla":
-        dk = pg * dgeo.kv_heads_per_rank * dgeo.head_dim * dgeo.num_layers * kv_bytes / GiB
-        dv = pg * dgeo.kv_heads_per_rank * dgeo.v_head_dim * dgeo.num_layers * kv_bytes / GiB
-    elif dgeo is not None:
-        dk = pg * (dgeo.kv_lora_rank + dgeo.qk_rope_head_dim) * kv_bytes / GiB
-    conv_g = ssm_g = iss = icv = 0.0
-    if mamba_slots is not None and geo.mamba is not None:
-        conv_req = geo.mamba.conv_bytes_per_req(2.0)
-        ssm_req = geo.mamba.ssm_bytes_per_req(_SSM_DTYPE_BYTES[ssm_dtype or "float32"])
-        conv_g = (mamba_slots + 1) * conv_req / GiB
-        ssm_g = (mamba_slots + 1) * ssm_req / GiB
-        if algo:
-            iss = (n + 1) * D * ssm_req / GiB
-            icv = (n + 1) * D * conv_req / GiB
-    req_to_token = (n + 1) * (ctx + 4 + D) * 4 / GiB
-    target_pools = k_size + v_size + conv_g + ssm_g + iss + icv + req_to_token
-    if acc == "C":
-        target_pools += dk + dv
-    pool_end = post - target_pools
-    cuda_graph = 0.0 if _arg(args, "disable_cuda_graph", False) else cgmb * 2 / 1024 * (2 if algo else 1)
-    activation_reserve = max(cps if cps > 0 else max_prefill, 2048) * 1.5 / 1024
-    draft_from_slack = (dw_gib if acc != "C" else 0.0) + (dk + dv if acc != "C" else 0.0)
-    unused = max(
-        rest - (k_size + v_size + conv_g + ssm_g + iss + icv) - (dk + dv if acc == "C" else 0.0), 0.0
-    )
-    left = reserved_by_mfs + unused - draft_from_slack - req_to_token - cuda_graph
-    slack = {
-        "reserved_by_mem_fraction_gib": reserved_by_mfs,
-        "unallocated_budget_gib": unused,
-        "draft_weights_gib": dw_gib if acc != "C" else 0.0,
-        "draft_kv_gib": dk + dv if acc != "C" else 0.0,
-        "req_to_token_gib": req_to_token,
-        "cuda_graph_gib": cuda_graph,
-        "left_for_activations_gib": left,
-        "sglang_activation_heuristic_gib": activation_reserve,
-    }
-    if left < 1.0 and failure is None and tokens > 0:
-        warnings.append(
-            f"only {left:.2f} GiB left for activations after draft weights/KV and CUDA graphs: expect an OOM "
-            "during CUDA-graph capture or the first large prefill; lower --mem-fraction-static"
-        )
-    available_after = pool_end - (draft_from_slack if acc != "C" else 0.0) - cuda_graph
-
-    p = Plan(
-        accounting=acc,
+def _to_plan(
+    args: argparse.Namespace,
+    inp: Inputs,
+    stages: tuple[Budget, Cell, MambaPool, Tokens, int, Pools, Slack],
+    fail: Failure | None,
+    warnings: list[str],
+    notes: list[str],
+) -> Plan:
+    b, cell, mamba, tokens, n, p, sl = stages
+    launch, sp, m, geo = inp.launch, inp.speculation, inp.memory, inp.geo
+    return Plan(
+        accounting=inp.variant.name,
         model_class=geo.model_class,
         attention=geo.attention,
-        tp_size=tp,
-        gpu_mem_gib=gpu_mem_gib,
-        pre_gib=pre,
-        mem_fraction_static=mfs,
-        mem_fraction_static_source=mfs_src,
-        default_mem_fraction_static=mfs_default,
-        context_len=ctx,
-        chunked_prefill_size=cps,
-        max_prefill_tokens=max_prefill,
-        cuda_graph_max_bs=cgmb,
-        page_size=page,
-        kv_dtype=kv_dtype,
-        mamba_ssm_dtype=f"torch.{ssm_dtype}" if ssm_dtype else None,
-        spec_algorithm=algo,
-        num_draft_tokens=D,
-        requested_max_running_requests=requested_mrr,
-        mamba_ratio=ratio,
-        overlap=overlap_on,
-        weights_gib=w_gib,
-        weights_source=w_src,
-        draft_weights_gib=dw_gib,
-        draft_weights_source=dw_src,
-        avail_after_weights_gib=pre - w_gib,
-        rest_gib=rest,
-        cell_bytes=round(cell_f),
-        target_cell_bytes=round(target_cell_f),
-        draft_cell_bytes=draft_cell,
-        mamba_per_req_bytes=P,
-        spec_intermediate_reserved_gib=spec_reserved,
-        mamba_budget_gib=mamba_budget,
-        kv_budget_gib=kv_budget,
-        max_total_num_tokens=max(tokens, 0),
+        tp_size=launch.tp,
+        gpu_mem_gib=m.gpu_mem_gib,
+        pre_gib=m.pre,
+        mem_fraction_static=m.mfs,
+        mem_fraction_static_source=m.mfs_src,
+        default_mem_fraction_static=m.mfs_default,
+        context_len=launch.ctx,
+        chunked_prefill_size=launch.cps,
+        max_prefill_tokens=launch.max_prefill,
+        cuda_graph_max_bs=launch.cgmb,
+        page_size=launch.page,
+        kv_dtype=inp.kv_dtype,
+        mamba_ssm_dtype=f"torch.{inp.ssm_dtype}" if inp.ssm_dtype else None,
+        spec_algorithm=sp.algo,
+        num_draft_tokens=sp.draft_tokens,
+        requested_max_running_requests=launch.requested_mrr,
+        mamba_ratio=mamba.ratio,
+        overlap=launch.overlap,
+        weights_gib=m.weights,
+        weights_source=m.weights_src,
+        draft_weights_gib=m.draft_weights,
+        draft_weights_source=m.draft_weights_src,
+        avail_after_weights_gib=m.pre - m.weights,
+        rest_gib=b.rest,
+        cell_bytes=round(cell.folded),
+        target_cell_bytes=round(cell.target),
+        draft_cell_bytes=cell.draft,
+        mamba_per_req_bytes=mamba.per_req_bytes,
+        spec_intermediate_reserved_gib=mamba.spec_reserved_gib,
+        mamba_budget_gib=mamba.budget_gib,
+        kv_budget_gib=mamba.kv_budget_gib,
+        max_total_num_tokens=max(tokens.total, 0),
         max_running_requests=n,
-        mamba_slots=mamba_slots,
-        full_max_total_num_tokens=full_tokens,
-        swa_max_total_num_tokens=swa_tokens,
-        kv_cache_gib=k_size + v_size,
-        k_size_gib=k_size,
-        v_size_gib=v_size,
-        draft_k_size_gib=dk,
-        draft_v_size_gib=dv,
-        mamba_conv_gib=conv_g,
-        mamba_ssm_gib=ssm_g,
-        spec_intermediate_ssm_gib=iss,
-        spec_intermediate_conv_gib=icv,
-        req_to_token_gib=req_to_token,
-        pool_end_avail_gib=pool_end,
-        cuda_graph_gib=cuda_graph,
-        available_gpu_mem_gib=available_after,
-        slack=slack,
-        fits=failure is None,
-        failure=failure,
+        mamba_slots=mamba.slots,
+        full_max_total_num_tokens=tokens.full,
+        swa_max_total_num_tokens=tokens.swa,
+        kv_cache_gib=p.k + p.v,
+        k_size_gib=p.k,
+        v_size_gib=p.v,
+        draft_k_size_gib=p.draft_k,
+        draft_v_size_gib=p.draft_v,
+        mamba_conv_gib=p.mamba_conv,
+        mamba_ssm_gib=p.mamba_ssm,
+        spec_intermediate_ssm_gib=p.intermediate_ssm,
+        spec_intermediate_conv_gib=p.intermediate_conv,
+        req_to_token_gib=p.req_to_token,
+        pool_end_avail_gib=sl.pool_end,
+        cuda_graph_gib=sl.cuda_graph,
+        available_gpu_mem_gib=sl.available_after,
+        slack=sl.breakdown,
+        fits=fail is None,
+        failure=fail,
         warnings=warnings,
-        notes=notes + geo.notes + (dgeo.notes if dgeo else []),
+        notes=notes,
         sglang_release=getattr(args, "_sglbench_release", None),
         accepted_by=list(getattr(args, "_sglbench_accepted_by", [])),
         flags_effect=sglang_args.capacity_effect(args),
     )
-    if recommend and failure is not None:
-        p.recommendations = recommendations(
-            args,
-            model_config,
-            draft_config,
-            gpu_mem_gib,
-            p,
-            dict(
-                free_gib=pre,
-                weights_gib=w_gib,
-                draft_weights_gib=dw_gib,
-                accounting=acc,
-                overlap=overlap,
-                dflash_cell_scaling=dflash_cell_scaling,
-            ),
-        )
-    return p
 
 
-# --- recommendations -------------------------------------------------------------------------------
+# --- stage 6: recommendations ----------------------------------------------------------------------
 
 
 def _replan(
@@ -891,6 +1186,248 @@ def _flag(dest: str, args: argparse.Namespace | None = None) -> str:
     return sglang_args.spell(args, dest)
 
 
+@dataclass
+class _Search:
+    """One recommendation search: the failing plan, what it is re-planned with, what was found."""
+
+    args: argparse.Namespace
+    model_config: dict[str, Any]
+    draft_config: dict[str, Any] | None
+    gpu_mem_gib: float
+    base: Plan
+    opts: dict[str, Any]
+    want: int | None  # the request count asked for (or the speculative default)
+    out: list[Recommendation] = field(default_factory=list)
+    seen: set[str] = field(default_factory=set)
+
+    @property
+    def kind(self) -> str | None:
+        return self.base.failure.kind if self.base.failure else None
+
+    @property
+    def hybrid(self) -> bool:
+        return self.base.mamba_slots is not None
+
+    def replan(self, changes: dict[str, Any], args: argparse.Namespace | None = None) -> Plan | None:
+        return _replan(
+            args or self.args, changes, self.model_config, self.draft_config, self.gpu_mem_gib, self.opts
+        )
+
+    def consider(self, changes: dict[str, Any], why: str, rank: int) -> Plan | None:
+        """Re-plan with ``changes``; keep them (once) when the plan fits. The fitting plan, else None."""
+        cand = self.replan(changes)
+        if cand is None or not cand.fits:
+            return None
+        flags = {_flag(k, self.args): v for k, v in changes.items() if v is not None}
+        key = json.dumps(flags, sort_keys=True, default=str)
+        if key in self.seen:
+            return cand
+        self.seen.add(key)
+        self.out.append(
+            Recommendation(flags, cand.max_total_num_tokens, cand.max_running_requests, why, rank)
+        )
+        return cand
+
+
+def _context_too_long_fix(s: _Search) -> list[Recommendation]:
+    geo_ctx = geometry.derive_context_length(geometry.text_config(s.model_config))
+    cand = s.replan({"context_length": geo_ctx})
+    if cand and cand.fits:
+        return [
+            Recommendation(
+                {"--context-length": geo_ctx},
+                cand.max_total_num_tokens,
+                cand.max_running_requests,
+                "the model's own context length",
+                8,
+            )
+        ]
+    return []
+
+
+def _bad_config_fixes(s: _Search) -> None:
+    """Spec decoding + radix cache on a hybrid model: the strategy fix or no radix cache, each with
+    the follow-up fix it needs when it still fails alone (e.g. pool < context)."""
+    fixes = [
+        (
+            {"mamba_scheduler_strategy": "extra_buffer"},
+            "spec decoding on a hybrid model with radix cache needs the extra_buffer Mamba strategy",
+            0,
+        ),
+        ({"disable_radix_cache": True}, "or turn the radix cache off (1 Mamba slot per request)", 7),
+    ]
+    for changes, why, rank in fixes:
+        if s.consider(changes, why, rank) is not None:
+            continue
+        fixed = copy.copy(s.args)
+        for dest, value in changes.items():
+            setattr(fixed, dest, value)
+        cand = s.replan({}, fixed)
+        if cand is None or cand.failure is None or cand.failure.kind == BAD_CONFIG:
+            continue
+        follow = recommendations(fixed, s.model_config, s.draft_config, s.gpu_mem_gib, cand, s.opts)
+        if follow:
+            first = follow[0]
+            merged = {_flag(k, s.args): v for k, v in changes.items()}
+            merged.update(first.flags)
+            s.out.append(
+                Recommendation(
+                    merged,
+                    first.max_total_num_tokens,
+                    first.max_running_requests,
+                    f"{why}; then {first.why}",
+                    rank,
+                )
+            )
+
+
+def _raise_mem_fraction(s: _Search) -> None:
+    """The smallest --mem-fraction-static step up that fits, bounded by what the slack must still
+    hold (never above SGLang's own default for this config: its reserve heuristic is the safety bound)."""
+    base = s.base
+    mfs_cap = max(base.default_mem_fraction_static, base.mem_fraction_static)
+    best_partial = None
+    step = round(base.mem_fraction_static + 0.01, 2)
+    while step <= mfs_cap + 1e-9:
+        cand = s.replan({"mem_fraction_static": step})
+        if cand and cand.fits:
+            if s.want is None or cand.max_running_requests >= s.want:
+                s.consider(
+                    {"mem_fraction_static": step},
+                    f"raise the static pool; still leaves ~{(1 - step) * base.pre_gib:.1f} GiB slack",
+                    1,
+                )
+                best_partial = None
+                break
+            best_partial = best_partial or step
+        step = round(step + 0.01, 2)
+    if best_partial is not None:
+        s.consider(
+            {"mem_fraction_static": best_partial},
+            "raise the static pool (serves fewer requests than asked)",
+            1,
+        )
+
+
+def _state_and_kv_dtypes(s: _Search) -> None:
+    """A larger Mamba share (when the variant sizes the Mamba pool by it), bf16 SSM state, fp8 KV."""
+    base = s.base
+    if s.hybrid and capacity_variants.variant(base.accounting).recommend_mamba_share:
+        for mfr in (1.5, 2.0, 3.0):
+            if s.consider(
+                {"mamba_full_memory_ratio": mfr}, "give the Mamba state a larger share of the budget", 2
+            ):
+                break
+    if s.hybrid and base.mamba_ssm_dtype == "torch.float32":
+        s.consider(
+            {"mamba_ssm_dtype": "bfloat16"},
+            "halve the Mamba SSM state (and the speculative intermediate states)",
+            3,
+        )
+    if not base.kv_dtype.startswith("torch.float8") and s.kind in (
+        POOL_SMALLER_THAN_CONTEXT,
+        NOT_ENOUGH_MEMORY,
+    ):
+        s.consider({"kv_cache_dtype": "fp8_e4m3"}, "halve the KV cache per token", 4)
+
+
+def _fewer_requests(s: _Search) -> None:
+    """The largest request count below the one asked that fits (and is served in full, if any is)."""
+    if not s.want:
+        return
+    first_fit = None
+    for n in range(s.want - 1, 0, -1):
+        cand = s.replan({"max_running_requests": n})
+        if cand is None or not cand.fits:
+            continue
+        first_fit = first_fit or n
+        if cand.max_running_requests >= n:
+            first_fit = n
+            break
+    if first_fit is not None:
+        s.consider(
+            {"max_running_requests": first_fit},
+            f"fewer concurrent requests ({first_fit}) shrink the speculative/Mamba reservation",
+            5,
+        )
+
+
+def _narrower_verify(s: _Search) -> None:
+    """Fewer tokens verified per step, through the flag the algorithm sizes its verify width by."""
+    base = s.base
+    if not base.spec_algorithm or base.num_draft_tokens <= 2:
+        return
+    width_flag = sglang_facts.spec_algorithm(base.spec_algorithm).verify_width_flag
+    if width_flag == sglang_facts.FLAG_DFLASH_BLOCK_SIZE:
+        d = base.num_draft_tokens // 2
+        while d >= 2:
+            if s.consider(
+                {"speculative_dflash_block_size": d, "speculative_num_draft_tokens": None},
+                f"smaller DFLASH block ({d}) verifies fewer tokens per step",
+                6,
+            ):
+                break
+            d //= 2
+    if width_flag == sglang_facts.FLAG_DDTREE_BUDGET:
+        b = (base.num_draft_tokens - 1) // 2
+        while b >= 1:
+            if s.consider({"speculative_ddtree_budget": b}, f"smaller DDTree budget ({b})", 6):
+                break
+            b //= 2
+    if width_flag == sglang_facts.FLAG_NUM_DRAFT_TOKENS:
+        s.consider(
+            {"speculative_num_draft_tokens": max(2, base.num_draft_tokens // 2)}, "fewer draft tokens", 6
+        )
+
+
+def _no_radix_cache(s: _Search) -> None:
+    if s.hybrid and not getattr(s.args, "disable_radix_cache", False):
+        s.consider(
+            {"disable_radix_cache": True},
+            f"no prefix cache: 1 Mamba slot per request instead of {s.base.mamba_ratio}",
+            7,
+        )
+
+
+def _more_gpus(s: _Search) -> None:
+    """The smallest TP size (up to 8) whose weight shards leave room, with the weights re-divided."""
+    base = s.base
+    new_tp = base.tp_size * 2
+    while s.kind == NOT_ENOUGH_MEMORY and new_tp <= 8:
+        tp_opts = dict(s.opts)
+        tp_opts["weights_gib"] = base.weights_gib * base.tp_size / new_tp
+        if base.draft_weights_gib:
+            tp_opts["draft_weights_gib"] = base.draft_weights_gib * base.tp_size / new_tp
+        cand = _replan(s.args, {"tp_size": new_tp}, s.model_config, s.draft_config, s.gpu_mem_gib, tp_opts)
+        if cand is not None and cand.fits:
+            why = f"shard the weights over {new_tp} GPUs (needs {new_tp} GPUs of this kind)"
+            s.out.append(
+                Recommendation(
+                    {"--tp-size": new_tp}, cand.max_total_num_tokens, cand.max_running_requests, why, 9
+                )
+            )
+            return
+        new_tp *= 2
+
+
+def _shorter_context(s: _Search) -> None:
+    if s.kind == POOL_SMALLER_THAN_CONTEXT and s.base.max_total_num_tokens > 1024:
+        ctx = s.base.max_total_num_tokens // 1024 * 1024
+        s.consider({"context_length": ctx}, "cap the context at what the KV pool holds", 8)
+
+
+# the searches for a memory failure, in the order their candidates are tried
+_SEARCHES = (
+    _raise_mem_fraction,
+    _state_and_kv_dtypes,
+    _fewer_requests,
+    _narrower_verify,
+    _no_radix_cache,
+    _more_gpus,
+    _shorter_context,
+)
+
+
 def recommendations(
     args: argparse.Namespace,
     model_config: dict[str, Any],
@@ -906,183 +1443,20 @@ def recommendations(
     smaller speculative block/budget 6, no radix cache 7, shorter context 8, more GPUs 9; an option
     that serves fewer requests than asked counts 5 ranks more.
     """
-    kind = base.failure.kind if base.failure else None
-    if kind is None or kind == CONTEXT_TOO_LONG:
-        if kind == CONTEXT_TOO_LONG:
-            geo_ctx = geometry.derive_context_length(geometry.text_config(model_config))
-            cand = _replan(args, {"context_length": geo_ctx}, model_config, draft_config, gpu_mem_gib, opts)
-            if cand and cand.fits:
-                return [
-                    Recommendation(
-                        {"--context-length": geo_ctx},
-                        cand.max_total_num_tokens,
-                        cand.max_running_requests,
-                        "the model's own context length",
-                        8,
-                    )
-                ]
-        return []
     want = base.requested_max_running_requests or (
         SPEC_DEFAULT_MAX_RUNNING_REQUESTS if base.spec_algorithm else None
     )
-    out: list[Recommendation] = []
-    seen: set[str] = set()
-
-    def consider(changes: dict[str, Any], why: str, rank: int) -> Plan | None:
-        cand = _replan(args, changes, model_config, draft_config, gpu_mem_gib, opts)
-        if cand is None or not cand.fits:
-            return None
-        flags = {_flag(k, args): v for k, v in changes.items() if v is not None}
-        key = json.dumps(flags, sort_keys=True, default=str)
-        if key in seen:
-            return cand
-        seen.add(key)
-        out.append(Recommendation(flags, cand.max_total_num_tokens, cand.max_running_requests, why, rank))
-        return cand
-
-    hybrid = base.mamba_slots is not None
-    if kind == BAD_CONFIG and hybrid:
-        fixes = [
-            (
-                {"mamba_scheduler_strategy": "extra_buffer"},
-                "spec decoding on a hybrid model with radix cache needs the extra_buffer Mamba strategy",
-                0,
-            ),
-            ({"disable_radix_cache": True}, "or turn the radix cache off (1 Mamba slot per request)", 7),
-        ]
-        for changes, why, rank in fixes:
-            if consider(changes, why, rank) is not None:
-                continue
-            # the fix alone still fails (e.g. pool < context): add the follow-up fix it needs
-            fixed = copy.copy(args)
-            for dest, value in changes.items():
-                setattr(fixed, dest, value)
-            cand = _replan(fixed, {}, model_config, draft_config, gpu_mem_gib, opts)
-            if cand is None or cand.failure is None or cand.failure.kind == BAD_CONFIG:
-                continue
-            follow = recommendations(fixed, model_config, draft_config, gpu_mem_gib, cand, opts)
-            if follow:
-                first = follow[0]
-                merged = {_flag(k, args): v for k, v in changes.items()}
-                merged.update(first.flags)
-                out.append(
-                    Recommendation(
-                        merged,
-                        first.max_total_num_tokens,
-                        first.max_running_requests,
-                        f"{why}; then {first.why}",
-                        rank,
-                    )
-                )
-        return _ordered(out, want)
-
-    # --mem-fraction-static: smallest step up that fits, bounded by what the slack must still hold
-    # (never above SGLang's own default for this config: its reserve heuristic is the safety bound)
-    mfs_cap = max(base.default_mem_fraction_static, base.mem_fraction_static)
-    best_partial = None
-    step = round(base.mem_fraction_static + 0.01, 2)
-    while step <= mfs_cap + 1e-9:
-        cand = _replan(args, {"mem_fraction_static": step}, model_config, draft_config, gpu_mem_gib, opts)
-        if cand and cand.fits:
-            if want is None or cand.max_running_requests >= want:
-                consider(
-                    {"mem_fraction_static": step},
-                    f"raise the static pool; still leaves ~{(1 - step) * base.pre_gib:.1f} GiB slack",
-                    1,
-                )
-                best_partial = None
-                break
-            best_partial = best_partial or step
-        step = round(step + 0.01, 2)
-    if best_partial is not None:
-        consider(
-            {"mem_fraction_static": best_partial},
-            "raise the static pool (serves fewer requests than asked)",
-            1,
-        )
-
-    if hybrid and base.accounting in ("B", "C"):
-        for mfr in (1.5, 2.0, 3.0):
-            if consider(
-                {"mamba_full_memory_ratio": mfr}, "give the Mamba state a larger share of the budget", 2
-            ):
-                break
-    if hybrid and base.mamba_ssm_dtype == "torch.float32":
-        consider(
-            {"mamba_ssm_dtype": "bfloat16"},
-            "halve the Mamba SSM state (and the speculative intermediate states)",
-            3,
-        )
-    if not base.kv_dtype.startswith("torch.float8") and kind in (
-        POOL_SMALLER_THAN_CONTEXT,
-        NOT_ENOUGH_MEMORY,
-    ):
-        consider({"kv_cache_dtype": "fp8_e4m3"}, "halve the KV cache per token", 4)
-    if want:
-        first_fit = None
-        for n in range(want - 1, 0, -1):
-            cand = _replan(args, {"max_running_requests": n}, model_config, draft_config, gpu_mem_gib, opts)
-            if cand is None or not cand.fits:
-                continue
-            first_fit = first_fit or n
-            if cand.max_running_requests >= n:
-                first_fit = n
-                break
-        if first_fit is not None:
-            consider(
-                {"max_running_requests": first_fit},
-                f"fewer concurrent requests ({first_fit}) shrink the speculative/Mamba reservation",
-                5,
-            )
-    width_flag = (
-        sglang_facts.spec_algorithm(base.spec_algorithm).verify_width_flag if base.spec_algorithm else None
-    )
-    if width_flag == sglang_facts.FLAG_DFLASH_BLOCK_SIZE and base.num_draft_tokens > 2:
-        d = base.num_draft_tokens // 2
-        while d >= 2:
-            if consider(
-                {"speculative_dflash_block_size": d, "speculative_num_draft_tokens": None},
-                f"smaller DFLASH block ({d}) verifies fewer tokens per step",
-                6,
-            ):
-                break
-            d //= 2
-    if width_flag == sglang_facts.FLAG_DDTREE_BUDGET and base.num_draft_tokens > 2:
-        b = (base.num_draft_tokens - 1) // 2
-        while b >= 1:
-            if consider({"speculative_ddtree_budget": b}, f"smaller DDTree budget ({b})", 6):
-                break
-            b //= 2
-    if width_flag == sglang_facts.FLAG_NUM_DRAFT_TOKENS and base.num_draft_tokens > 2:
-        consider(
-            {"speculative_num_draft_tokens": max(2, base.num_draft_tokens // 2)}, "fewer draft tokens", 6
-        )
-    if hybrid and not getattr(args, "disable_radix_cache", False):
-        consider(
-            {"disable_radix_cache": True},
-            f"no prefix cache: 1 Mamba slot per request instead of {base.mamba_ratio}",
-            7,
-        )
-    new_tp = base.tp_size * 2
-    while kind == NOT_ENOUGH_MEMORY and new_tp <= 8:
-        tp_opts = dict(opts)
-        tp_opts["weights_gib"] = base.weights_gib * base.tp_size / new_tp
-        if base.draft_weights_gib:
-            tp_opts["draft_weights_gib"] = base.draft_weights_gib * base.tp_size / new_tp
-        cand = _replan(args, {"tp_size": new_tp}, model_config, draft_config, gpu_mem_gib, tp_opts)
-        if cand is not None and cand.fits:
-            why = f"shard the weights over {new_tp} GPUs (needs {new_tp} GPUs of this kind)"
-            out.append(
-                Recommendation(
-                    {"--tp-size": new_tp}, cand.max_total_num_tokens, cand.max_running_requests, why, 9
-                )
-            )
-            break
-        new_tp *= 2
-    if kind in (POOL_SMALLER_THAN_CONTEXT,) and base.max_total_num_tokens > 1024:
-        ctx = base.max_total_num_tokens // 1024 * 1024
-        consider({"context_length": ctx}, "cap the context at what the KV pool holds", 8)
-    return _ordered(out, want)
+    s = _Search(args, model_config, draft_config, gpu_mem_gib, base, opts, want)
+    if s.kind is None:
+        return []
+    if s.kind == CONTEXT_TOO_LONG:
+        return _context_too_long_fix(s)
+    if s.kind == BAD_CONFIG and s.hybrid:
+        _bad_config_fixes(s)
+    else:
+        for search in _SEARCHES:
+            search(s)
+    return _ordered(s.out, want)
 
 
 def _ordered(recs: list[Recommendation], want: int | None) -> list[Recommendation]:
@@ -1102,7 +1476,7 @@ def explain(p: Plan) -> str:
         f"  weights            {p.weights_gib:8.2f} GiB  ({p.weights_source})",
     ]
     if p.spec_algorithm and p.draft_weights_gib:
-        where = "counted in the static pool" if p.accounting == "C" else "loaded later, from the slack"
+        where = "counted in the static pool" if _draft_in_static_pool(p) else "loaded later, from the slack"
         lines.append(
             f"  draft weights      {p.draft_weights_gib:8.2f} GiB  ({p.draft_weights_source}; {where})"
         )
@@ -1130,7 +1504,7 @@ def explain(p: Plan) -> str:
     lines.append(
         f"  slack left for activations ~{p.slack['left_for_activations_gib']:.2f} GiB "
         f"(after CUDA graphs ~{p.cuda_graph_gib:.2f} GiB"
-        + (", draft weights and KV" if p.spec_algorithm and p.accounting != "C" else "")
+        + (", draft weights and KV" if p.spec_algorithm and not _draft_in_static_pool(p) else "")
         + ")"
     )
     if p.failure:
@@ -1154,6 +1528,10 @@ def explain(p: Plan) -> str:
                 f"  {flags}: {r.max_total_num_tokens} tokens, {r.max_running_requests} requests - {r.why}"
             )
     return "\n".join(lines)
+
+
+def _draft_in_static_pool(p: Plan) -> bool:
+    return capacity_variants.variant(p.accounting).draft_in_static_pool
 
 
 def _explain_flags(p: Plan) -> list[str]:

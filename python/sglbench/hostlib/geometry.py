@@ -258,8 +258,8 @@ def _check_tp_heads(name: str, heads: int, tp: int, allow_replication: bool) -> 
     )
 
 
-def geometry(cfg: dict[str, Any], tp: int = 1, *, is_draft: bool = False) -> Geometry:
-    """Parse ``config.json`` (dict) into :class:`Geometry` for TP size ``tp``."""
+def _model_identity(cfg: dict[str, Any], tp: int) -> tuple[str, dict[str, Any], str]:
+    """(model class, text config, model type); rejects configs and families the planner cannot plan."""
     if not isinstance(cfg, dict):
         raise GeometryError("config.json", "expected a JSON object")
     archs = cfg.get("architectures")
@@ -279,8 +279,20 @@ def geometry(cfg: dict[str, Any], tp: int = 1, *, is_draft: bool = False) -> Geo
             "(its KV/state layout differs from MHA/GQA, MLA, sliding-window and Gated-DeltaNet hybrids); "
             "give the numbers from a real startup log instead",
         )
-    notes: list[str] = []
+    return model_class, tcfg, model_type
 
+
+@dataclass(frozen=True)
+class _Heads:
+    """Layer count and attention head shapes from the text config."""
+
+    n_layers: int
+    n_heads: int
+    kv_heads: int
+    head_dim: int
+
+
+def _heads(tcfg: dict[str, Any]) -> _Heads:
     n_layers = _int_field(tcfg, "num_hidden_layers")
     if n_layers == 0:
         raise GeometryError("num_hidden_layers", "must be positive")
@@ -291,91 +303,126 @@ def geometry(cfg: dict[str, Any], tp: int = 1, *, is_draft: bool = False) -> Geo
     kv_heads = _int_field(tcfg, "num_key_value_heads", n_heads)
     head_dim = tcfg.get("head_dim")
     head_dim = _int_field(tcfg, "head_dim") if head_dim is not None else hidden // n_heads
-    v_head_dim = head_dim
+    return _Heads(n_layers, n_heads, kv_heads, head_dim)
 
-    attention = "mha"
-    kv_lora_rank = 0
-    qk_rope = 0
+
+@dataclass
+class _Layout:
+    """The KV cache layout: attention flavour, layers that keep KV, heads per rank, state shapes."""
+
+    attention: str
+    kv_layers: int
+    kvh_rank: int
+    v_head_dim: int
+    swa_layers: int = 0
+    kv_lora_rank: int = 0
+    qk_rope: int = 0
     mamba: MambaGeometry | None = None
-    kv_layers = n_layers
-    swa_layers = 0
-    sliding_window = tcfg.get("sliding_window") if tcfg.get("use_sliding_window", True) else None
+    notes: list[str] = field(default_factory=list)
 
-    if tcfg.get("kv_lora_rank") is not None:
-        attention = "mla"
-        kv_lora_rank = _int_field(tcfg, "kv_lora_rank")
-        qk_rope = _int_field(tcfg, "qk_rope_head_dim")
-        v_head_dim = _int_field(tcfg, "v_head_dim", head_dim)
-        _check_tp_heads("num_attention_heads", n_heads, tp, allow_replication=False)
-        kvh_rank = 1
-        if not is_draft and tcfg.get("num_nextn_predict_layers"):
-            notes.append("MTP (nextn) layers are not in the target KV pool")
-    else:
-        _check_tp_heads("num_attention_heads", n_heads, tp, allow_replication=False)
-        _check_tp_heads("num_key_value_heads", kv_heads, tp, allow_replication=True)
-        kvh_rank = max(1, kv_heads // tp)
-        kinds = _layer_kinds(tcfg, n_layers)
-        if kinds is not None and "linear" in kinds:
-            attention = "hybrid_linear"
-            kv_layers = kinds.count("full")
-            n_lin = kinds.count("linear")
-            k_heads = _int_field(tcfg, "linear_num_key_heads")
-            v_heads = _int_field(tcfg, "linear_num_value_heads")
-            k_dim = _int_field(tcfg, "linear_key_head_dim")
-            v_dim = _int_field(tcfg, "linear_value_head_dim")
-            kernel = _int_field(tcfg, "linear_conv_kernel_dim")
-            if v_heads % tp:
-                raise GeometryError(
-                    "tp_size", f"--tp-size {tp} does not divide linear_num_value_heads={v_heads}"
-                )
-            n_groups = k_heads if k_heads % tp == 0 else k_heads + (tp - k_heads % tp)
-            conv_dim = v_dim * v_heads + 2 * n_groups * k_dim
-            mamba = MambaGeometry(
-                n_linear_layers=n_lin,
-                conv_elems_per_layer=(conv_dim // tp) * (kernel - 1),
-                ssm_elems_per_layer=(v_heads // tp) * v_dim * k_dim,
-            )
-            if "sliding" in kinds:
-                raise GeometryError("layer_types", "mixing linear and sliding-window layers is not supported")
-        elif kinds is not None and "sliding" in kinds and not is_draft:
-            if not sliding_window:
-                raise GeometryError(
-                    "sliding_window", "layer_types lists sliding layers but sliding_window is unset"
-                )
-            attention = "hybrid_swa"
-            kv_layers = kinds.count("full")
-            swa_layers = kinds.count("sliding")
-        elif kinds is not None and "sliding" in kinds and is_draft:
-            notes.append(
-                f"draft has {kinds.count('sliding')} sliding-window layers (window {sliding_window}); "
-                "SGLang's DFLASH draft pool sizes them as full layers"
-            )
 
-    mamba_dtype = tcfg.get("mamba_ssm_dtype")
+def _mla_layout(tcfg: dict[str, Any], h: _Heads, tp: int, is_draft: bool) -> _Layout:
+    """MLA (DeepSeek-style latent KV): one latent per token and layer, not split across TP."""
+    kv_lora_rank = _int_field(tcfg, "kv_lora_rank")
+    qk_rope = _int_field(tcfg, "qk_rope_head_dim")
+    v_head_dim = _int_field(tcfg, "v_head_dim", h.head_dim)
+    _check_tp_heads("num_attention_heads", h.n_heads, tp, allow_replication=False)
+    layout = _Layout("mla", h.n_layers, 1, v_head_dim, kv_lora_rank=kv_lora_rank, qk_rope=qk_rope)
+    if not is_draft and tcfg.get("num_nextn_predict_layers"):
+        layout.notes.append("MTP (nextn) layers are not in the target KV pool")
+    return layout
+
+
+def _mamba_geometry(tcfg: dict[str, Any], n_linear: int, tp: int) -> MambaGeometry:
+    """Per-request Gated DeltaNet state per rank (conv state and SSM state of each linear layer)."""
+    k_heads = _int_field(tcfg, "linear_num_key_heads")
+    v_heads = _int_field(tcfg, "linear_num_value_heads")
+    k_dim = _int_field(tcfg, "linear_key_head_dim")
+    v_dim = _int_field(tcfg, "linear_value_head_dim")
+    kernel = _int_field(tcfg, "linear_conv_kernel_dim")
+    if v_heads % tp:
+        raise GeometryError("tp_size", f"--tp-size {tp} does not divide linear_num_value_heads={v_heads}")
+    n_groups = k_heads if k_heads % tp == 0 else k_heads + (tp - k_heads % tp)
+    conv_dim = v_dim * v_heads + 2 * n_groups * k_dim
+    return MambaGeometry(
+        n_linear_layers=n_linear,
+        conv_elems_per_layer=(conv_dim // tp) * (kernel - 1),
+        ssm_elems_per_layer=(v_heads // tp) * v_dim * k_dim,
+    )
+
+
+def _mixed_layout(tcfg: dict[str, Any], h: _Heads, tp: int, is_draft: bool, sliding_window: Any) -> _Layout:
+    """MHA/GQA, with the hybrid linear-attention or sliding-window mix the config declares."""
+    _check_tp_heads("num_attention_heads", h.n_heads, tp, allow_replication=False)
+    _check_tp_heads("num_key_value_heads", h.kv_heads, tp, allow_replication=True)
+    layout = _Layout("mha", h.n_layers, max(1, h.kv_heads // tp), h.head_dim)
+    kinds = _layer_kinds(tcfg, h.n_layers)
+    if kinds is not None and "linear" in kinds:
+        layout.attention = "hybrid_linear"
+        layout.kv_layers = kinds.count("full")
+        layout.mamba = _mamba_geometry(tcfg, kinds.count("linear"), tp)
+        if "sliding" in kinds:
+            raise GeometryError("layer_types", "mixing linear and sliding-window layers is not supported")
+    elif kinds is not None and "sliding" in kinds and not is_draft:
+        if not sliding_window:
+            raise GeometryError(
+                "sliding_window", "layer_types lists sliding layers but sliding_window is unset"
+            )
+        layout.attention = "hybrid_swa"
+        layout.kv_layers = kinds.count("full")
+        layout.swa_layers = kinds.count("sliding")
+    elif kinds is not None and "sliding" in kinds and is_draft:
+        layout.notes.append(
+            f"draft has {kinds.count('sliding')} sliding-window layers (window {sliding_window}); "
+            "SGLang's DFLASH draft pool sizes them as full layers"
+        )
+    return layout
+
+
+def _vision(cfg: dict[str, Any], is_draft: bool) -> tuple[bool, int, int]:
+    """(multimodal, vision layers, vision hidden size) as SGLang reads them."""
     vision = cfg.get("vision_config") if isinstance(cfg.get("vision_config"), dict) else None
     multimodal = bool(vision) and not cfg.get("language_model_only", False) and not is_draft
     vit_layers = int(vision.get("num_hidden_layers", 24)) if vision else 0
     vit_hidden = int(vision.get("hidden_size", 0)) if vision else 0
+    return multimodal, vit_layers, vit_hidden
 
+
+def _quantization(cfg: dict[str, Any], tcfg: dict[str, Any]) -> tuple[str | None, bool]:
+    """(quant_method, the checkpoint asks for an FP8 KV cache)."""
     quant = cfg.get("quantization_config") or tcfg.get("quantization_config") or {}
     quant_method = (
         str(quant.get("quant_method")) if isinstance(quant, dict) and quant.get("quant_method") else None
     )
     kv_quant_fp8 = isinstance(quant, dict) and str(quant.get("kv_cache_quant_algo", "")).upper() == "FP8"
+    return quant_method, kv_quant_fp8
 
-    geo = Geometry(
+
+def geometry(cfg: dict[str, Any], tp: int = 1, *, is_draft: bool = False) -> Geometry:
+    """Parse ``config.json`` (dict) into :class:`Geometry` for TP size ``tp``."""
+    model_class, tcfg, model_type = _model_identity(cfg, tp)
+    h = _heads(tcfg)
+    sliding_window = tcfg.get("sliding_window") if tcfg.get("use_sliding_window", True) else None
+    if tcfg.get("kv_lora_rank") is not None:
+        layout = _mla_layout(tcfg, h, tp, is_draft)
+    else:
+        layout = _mixed_layout(tcfg, h, tp, is_draft, sliding_window)
+    mamba_dtype = tcfg.get("mamba_ssm_dtype")
+    multimodal, vit_layers, vit_hidden = _vision(cfg, is_draft)
+    quant_method, kv_quant_fp8 = _quantization(cfg, tcfg)
+    return Geometry(
         model_class=model_class,
         model_type=model_type,
-        attention=attention,
-        num_layers=n_layers,
-        kv_layers=kv_layers,
-        swa_layers=swa_layers,
-        kv_heads_total=kv_heads,
-        kv_heads_per_rank=kvh_rank,
-        head_dim=head_dim,
-        v_head_dim=v_head_dim,
-        kv_lora_rank=kv_lora_rank,
-        qk_rope_head_dim=qk_rope,
+        attention=layout.attention,
+        num_layers=h.n_layers,
+        kv_layers=layout.kv_layers,
+        swa_layers=layout.swa_layers,
+        kv_heads_total=h.kv_heads,
+        kv_heads_per_rank=layout.kvh_rank,
+        head_dim=h.head_dim,
+        v_head_dim=layout.v_head_dim,
+        kv_lora_rank=layout.kv_lora_rank,
+        qk_rope_head_dim=layout.qk_rope,
         sliding_window=int(sliding_window) if sliding_window else None,
         context_len=derive_context_length(tcfg),
         model_dtype=config_dtype(cfg),
@@ -384,12 +431,87 @@ def geometry(cfg: dict[str, Any], tp: int = 1, *, is_draft: bool = False) -> Geo
         multimodal=multimodal,
         vit_layers=vit_layers,
         vit_hidden=vit_hidden,
-        mamba=mamba,
+        mamba=layout.mamba,
         mamba_ssm_dtype_config=str(mamba_dtype) if mamba_dtype else None,
         param_count_estimate=estimate_params(cfg, is_draft=is_draft),
-        notes=notes,
+        notes=layout.notes,
     )
-    return geo
+
+
+# --- parameter count estimate ------------------------------------------------------------------------
+
+
+def _ival(cfg: dict[str, Any], key: str, default: int = 0) -> int:
+    """A config integer for the estimate, lenient: unset or 0 gives ``default``."""
+    return int(cfg.get(key) or default)
+
+
+def _embedding_params(cfg: dict[str, Any], tcfg: dict[str, Any], hidden: int) -> float:
+    """Embeddings (+ an untied LM head); a DFlash draft has none but projects the tapped target layers."""
+    arch = str((cfg.get("architectures") or [""])[0])
+    if "DFlash" in arch or "dflash_config" in cfg:
+        taps = (cfg.get("dflash_config") or {}).get("target_layer_ids") or []
+        return float(len(taps) * hidden * hidden)
+    tied = tcfg.get("tie_word_embeddings", cfg.get("tie_word_embeddings"))
+    return float(_ival(tcfg, "vocab_size") * hidden * (1 if tied else 2))
+
+
+def _attention_params(tcfg: dict[str, Any], hidden: int) -> int:
+    """One full-attention layer's projections (MHA/GQA with an optional output gate, or MLA)."""
+    n_heads = _ival(tcfg, "num_attention_heads", 1)
+    kv_heads = _ival(tcfg, "num_key_value_heads", n_heads)
+    head_dim = _ival(tcfg, "head_dim", hidden // max(n_heads, 1))
+    if tcfg.get("kv_lora_rank") is None:
+        gate = 2 if tcfg.get("attn_output_gate") else 1
+        return (
+            hidden * n_heads * head_dim * gate
+            + 2 * hidden * kv_heads * head_dim
+            + n_heads * head_dim * hidden
+        )
+    q_lora = _ival(tcfg, "q_lora_rank")
+    nope = _ival(tcfg, "qk_nope_head_dim")
+    rope = _ival(tcfg, "qk_rope_head_dim")
+    v_dim = _ival(tcfg, "v_head_dim", head_dim)
+    kvr = int(tcfg["kv_lora_rank"])
+    qdim = n_heads * (nope + rope)
+    q = hidden * q_lora + q_lora * qdim if q_lora else hidden * qdim
+    return q + hidden * (kvr + rope) + kvr * n_heads * (nope + v_dim) + n_heads * v_dim * hidden
+
+
+def _linear_attention_params(tcfg: dict[str, Any], hidden: int) -> int:
+    """One Gated DeltaNet layer: in_proj_qkvz + in_proj_ba + conv1d + out_proj (+ small A_log/dt/norm)."""
+    if "linear_num_value_heads" not in tcfg:
+        return 0
+    vh = _ival(tcfg, "linear_num_value_heads")
+    key_dim = _ival(tcfg, "linear_num_key_heads") * _ival(tcfg, "linear_key_head_dim")
+    val_dim = vh * _ival(tcfg, "linear_value_head_dim")
+    conv = _ival(tcfg, "linear_conv_kernel_dim", 4)
+    lin = hidden * (2 * key_dim + 2 * val_dim) + hidden * 2 * vh + (2 * key_dim + val_dim) * conv
+    return lin + val_dim * hidden
+
+
+def _mlp_params(tcfg: dict[str, Any], hidden: int) -> tuple[int, int, int, int]:
+    """(dense MLP, MoE MLP incl. router and shared experts, routed experts, leading dense layers)."""
+    n_experts = _ival(tcfg, "num_experts") or _ival(tcfg, "n_routed_experts")
+    moe_inter = _ival(tcfg, "moe_intermediate_size")
+    shared_inter = _ival(tcfg, "shared_expert_intermediate_size")
+    dense_mlp = 3 * hidden * _ival(tcfg, "intermediate_size")
+    moe_mlp = 3 * hidden * moe_inter * n_experts + hidden * n_experts
+    moe_mlp += 3 * hidden * (shared_inter or moe_inter * _ival(tcfg, "n_shared_experts"))
+    return dense_mlp, moe_mlp, n_experts, _ival(tcfg, "first_k_dense_replace")
+
+
+def _vision_params(cfg: dict[str, Any], hidden: int) -> tuple[int, int]:
+    """(vision tower blocks, patch merger) parameters; (0, 0) without a vision tower."""
+    vision = cfg.get("vision_config")
+    if not isinstance(vision, dict):
+        return 0, 0
+    vh = _ival(vision, "hidden_size")
+    vdepth = _ival(vision, "depth") or _ival(vision, "num_hidden_layers")
+    vinter = _ival(vision, "intermediate_size", 4 * vh)
+    out = _ival(vision, "out_hidden_size", hidden)
+    merge = _ival(vision, "spatial_merge_size", 2) ** 2
+    return vdepth * (4 * vh * vh + 2 * vh * vinter), (vh * merge) ** 2 + vh * merge * out
 
 
 def estimate_params(cfg: dict[str, Any], *, is_draft: bool = False) -> float:
@@ -401,77 +523,24 @@ def estimate_params(cfg: dict[str, Any], *, is_draft: bool = False) -> float:
     projection from the tapped target layers.
     """
     tcfg = text_config(cfg)
-    hidden = int(tcfg.get("hidden_size") or 0)
-    n_layers = int(tcfg.get("num_hidden_layers") or 0)
-    n_heads = int(tcfg.get("num_attention_heads") or 1)
-    kv_heads = int(tcfg.get("num_key_value_heads") or n_heads)
-    head_dim = int(tcfg.get("head_dim") or (hidden // max(n_heads, 1)))
-    vocab = int(tcfg.get("vocab_size") or 0)
-    inter = int(tcfg.get("intermediate_size") or 0)
-    arch = str((cfg.get("architectures") or [""])[0])
-
-    dflash = "DFlash" in arch or "dflash_config" in cfg
-    total = 0.0
-    if not dflash:
-        total += (
-            vocab * hidden * (1 if tcfg.get("tie_word_embeddings", cfg.get("tie_word_embeddings")) else 2)
-        )
-    else:
-        taps = (cfg.get("dflash_config") or {}).get("target_layer_ids") or []
-        total += len(taps) * hidden * hidden
-
-    kinds = None
+    hidden = _ival(tcfg, "hidden_size")
+    n_layers = _ival(tcfg, "num_hidden_layers")
+    total = _embedding_params(cfg, tcfg, hidden)
     try:
         kinds = _layer_kinds(tcfg, n_layers)
     except GeometryError:
         kinds = None
-
-    gate = 2 if tcfg.get("attn_output_gate") else 1
-    mha = hidden * n_heads * head_dim * gate + 2 * hidden * kv_heads * head_dim + n_heads * head_dim * hidden
-    if tcfg.get("kv_lora_rank") is not None:
-        q_lora = int(tcfg.get("q_lora_rank") or 0)
-        nope = int(tcfg.get("qk_nope_head_dim") or 0)
-        rope = int(tcfg.get("qk_rope_head_dim") or 0)
-        v_dim = int(tcfg.get("v_head_dim") or head_dim)
-        kvr = int(tcfg["kv_lora_rank"])
-        qdim = n_heads * (nope + rope)
-        q = hidden * q_lora + q_lora * qdim if q_lora else hidden * qdim
-        mha = q + hidden * (kvr + rope) + kvr * n_heads * (nope + v_dim) + n_heads * v_dim * hidden
-    lin = 0
-    if "linear_num_value_heads" in tcfg:
-        kh = int(tcfg.get("linear_num_key_heads") or 0)
-        vh = int(tcfg.get("linear_num_value_heads") or 0)
-        kd = int(tcfg.get("linear_key_head_dim") or 0)
-        vd = int(tcfg.get("linear_value_head_dim") or 0)
-        conv = int(tcfg.get("linear_conv_kernel_dim") or 4)
-        key_dim, val_dim = kh * kd, vh * vd
-        # in_proj_qkvz + in_proj_ba + conv1d + out_proj (+ small A_log/dt/norm)
-        lin = hidden * (2 * key_dim + 2 * val_dim) + hidden * 2 * vh + (2 * key_dim + val_dim) * conv
-        lin += val_dim * hidden
-
-    n_experts = int(tcfg.get("num_experts") or tcfg.get("n_routed_experts") or 0)
-    moe_inter = int(tcfg.get("moe_intermediate_size") or 0)
-    shared_inter = int(tcfg.get("shared_expert_intermediate_size") or 0)
-    n_shared = int(tcfg.get("n_shared_experts") or 0)
-    first_dense = int(tcfg.get("first_k_dense_replace") or 0)
-    dense_mlp = 3 * hidden * inter
-    moe_mlp = 3 * hidden * moe_inter * n_experts + hidden * n_experts
-    moe_mlp += 3 * hidden * (shared_inter or moe_inter * n_shared)
-
+    mha = _attention_params(tcfg, hidden)
+    lin = _linear_attention_params(tcfg, hidden)
+    dense_mlp, moe_mlp, n_experts, first_dense = _mlp_params(tcfg, hidden)
     for i in range(n_layers):
         kind = kinds[i] if kinds else "full"
         total += lin if kind == "linear" and lin else mha
         total += moe_mlp if (n_experts and i >= first_dense) else dense_mlp
-
-    vision = cfg.get("vision_config")
-    if isinstance(vision, dict) and not is_draft:
-        vh = int(vision.get("hidden_size") or 0)
-        vdepth = int(vision.get("depth") or vision.get("num_hidden_layers") or 0)
-        vinter = int(vision.get("intermediate_size") or 4 * vh)
-        out = int(vision.get("out_hidden_size") or hidden)
-        merge = int(vision.get("spatial_merge_size") or 2) ** 2
-        total += vdepth * (4 * vh * vh + 2 * vh * vinter)
-        total += (vh * merge) ** 2 + vh * merge * out
+    if not is_draft:
+        tower, merger = _vision_params(cfg, hidden)
+        total += tower
+        total += merger
     return float(total)
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NoReturn
 
-from sglbench.hostlib import sglang_args, sglang_facts
+from sglbench.hostlib import capacity_variants, sglang_args, sglang_facts
 from sglbench.sim import api, gpus, memory, modelinfo, release, textgen
 from sglbench.sim.engine import Engine
 from sglbench.sim.httpserver import Request, serve
@@ -81,6 +81,12 @@ def _frames_worker() -> list[tuple[str, int, str, str]]:
         ),
         (f"{SGLANG_SRC}/srt/managers/scheduler.py", 312, "__init__", "self.tp_worker = TpModelWorker("),
     ]
+
+
+def _draft_in_static_pool(plan: Any) -> bool:
+    """The plan's accounting counts the draft's weights and KV against --mem-fraction-static (loaded with the
+    target), rather than loading the draft afterwards from what the target left."""
+    return capacity_variants.variant(plan.accounting).draft_in_static_pool
 
 
 def _frames_pool() -> list[tuple[str, int, str, str]]:
@@ -397,7 +403,7 @@ class SimServer:
         self._init_parallel(boot)
         self._load_target_weights(boot)
         plan = boot.plan
-        if boot.spec and boot.draft_config is not None and plan.accounting == "C":
+        if boot.spec and boot.draft_config is not None and _draft_in_static_pool(plan):
             self._load_draft_weights(boot)
         if plan.failure_stage == "pool":
             raise StartupFailure(str(plan.failure_message), _frames_pool())
@@ -408,7 +414,7 @@ class SimServer:
         if plan.failure_stage == "worker":
             raise StartupFailure(str(plan.failure_message), _frames_worker_assert())
         if boot.spec and boot.draft_config is not None:
-            if plan.accounting != "C":  # V1-V3: the draft worker after the target is sized, from the slack
+            if not _draft_in_static_pool(plan):  # V1-V3: the draft worker after the target is sized, from the slack
                 self._start_draft_worker(boot)
             self._capture_graphs(boot, graph_total - target_graph)
         if boot.spec and sglang_facts.spec_algorithm(boot.spec).family == sglang_facts.FAMILY_DFLASH:
@@ -571,7 +577,7 @@ class SimServer:
                 )
             )
         log.ranks(lambda r: boot.kv_line(plan.k_size_gib, plan.v_size_gib))
-        if spec and plan.accounting == "C" and boot.draft_config is not None:
+        if spec and _draft_in_static_pool(plan) and boot.draft_config is not None:
             log.ranks(lambda r: boot.kv_line(plan.draft_k_size_gib, plan.draft_v_size_gib))
         if plan.failure_stage == "resolve":
             raise StartupFailure(str(plan.failure_message), _frames_pool())
@@ -584,7 +590,7 @@ class SimServer:
             )
         pool_used = (
             plan.avail_after_weights_gib
-            - (boot.draft_weights_gib if plan.accounting == "C" else 0.0)
+            - (boot.draft_weights_gib if _draft_in_static_pool(plan) else 0.0)
             - plan.pool_end_avail_gib
         )
         boot.take(pool_used)

@@ -11,7 +11,7 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from sglbench.hostlib import gpus, sglang_facts
+from sglbench.hostlib import capacity_variants, gpus, sglang_facts
 from sglbench.sim import release
 
 # (name, default shown in the docs, meaning)
@@ -266,8 +266,9 @@ def load_settings(env: Mapping[str, str] | None = None) -> SimSettings:
     accounting = _get(env, "SGLBENCH_SIM_ACCOUNTING")
     if accounting is not None:
         accounting = accounting.upper()
-        if accounting not in ("A", "B", "C"):
-            raise SimSettingsError(f"SGLBENCH_SIM_ACCOUNTING={accounting!r} must be A, B or C")
+        if accounting not in capacity_variants.VARIANTS:
+            known = ", ".join(capacity_variants.VARIANTS)
+            raise SimSettingsError(f"SGLBENCH_SIM_ACCOUNTING={accounting!r} must be one of {known}")
     try:
         impersonated = release.resolve(release.version_from_env(env))
     except release.ReleaseError as exc:

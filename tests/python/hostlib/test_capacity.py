@@ -679,7 +679,7 @@ def test_runs_as_ansible_module_utils_with_stdlib_only(tmp_path):
     pkg = mu / "sglbench_hostlib"
     pkg.mkdir()
     names = ("__init__", "capacity", "geometry", "gpus", "checkpoint", "hf_cache", "sglang_args")
-    names += ("sglang_catalog", "sglang_facts")
+    names += ("sglang_catalog", "sglang_facts", "capacity_variants")
     shipped = root / "plugins" / "module_utils" / "sglbench_hostlib"
     for name in names:
         (pkg / f"{name}.py").write_text((shipped / f"{name}.py").read_text())
