@@ -1,0 +1,1 @@
+../../python/sglbench/hostlib/result_schema.py
