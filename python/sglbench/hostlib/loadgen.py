@@ -57,6 +57,7 @@ try:  # on the GPU host: shipped as ansible module_utils
     from ansible.module_utils import sglbench_loadgen_http as http_mod  # type: ignore[attr-defined]
     from ansible.module_utils import sglbench_metrics as metrics_mod  # type: ignore[attr-defined]
     from ansible.module_utils import sglbench_prompts as prompts_mod  # type: ignore[attr-defined]
+    from ansible.module_utils import sglbench_result_schema as result_schema  # type: ignore[attr-defined]
     from ansible.module_utils import sglbench_server_api as server_api  # type: ignore[attr-defined]
     from ansible.module_utils import sglbench_sglang_facts as facts  # type: ignore[attr-defined]
 except ImportError:  # controller, sim, tests
@@ -64,7 +65,7 @@ except ImportError:  # controller, sim, tests
     from sglbench.hostlib import loadgen_http as http_mod
     from sglbench.hostlib import metrics as metrics_mod
     from sglbench.hostlib import prompts as prompts_mod
-    from sglbench.hostlib import server_api
+    from sglbench.hostlib import result_schema, server_api
     from sglbench.hostlib import sglang_facts as facts
 
 Prompt = prompts_mod.Prompt
@@ -1106,32 +1107,9 @@ def run_campaign(spec: BenchSpec, progress: Callable[[str], None] | None = None)
 
 
 def campaign_summary(result: CampaignResult) -> dict[str, Any]:
-    """The summary.json document: run meta, one entry per (point, repeat), aggregates over repeats."""
-    points = [pr.summary for pr in result.points]
-    aggregates = []
-    seen: dict[str, list[dict[str, Any]]] = {}
-    for pr in result.points:
-        seen.setdefault(pr.point.label(), []).append(pr.summary)
-    for pr in result.points:
-        label = pr.point.label()
-        if label not in seen:
-            continue
-        group = seen.pop(label)
-        aggregates.append(
-            {
-                "point": label,
-                "concurrency": pr.point.concurrency,
-                "request_rate": pr.point.rate_json,
-                **metrics_mod.aggregate_repeats(group),
-            }
-        )
-    return {
-        "schema": SUMMARY_SCHEMA,
-        "simulated": bool(result.meta.get("simulated")),
-        "meta": result.meta,
-        "points": points,
-        "aggregates": aggregates,
-    }
+    """The summary.json document (``result_schema.bench_summary``): run meta, one entry per (point,
+    repeat), aggregates over repeats."""
+    return result_schema.bench_summary([pr.summary for pr in result.points], result.meta)
 
 
 def record_rows(result: CampaignResult) -> list[dict[str, Any]]:

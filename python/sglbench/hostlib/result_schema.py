@@ -415,12 +415,12 @@ class PointFile:
 
     @classmethod
     def from_dict(cls, data: Any) -> PointFile | None:
-        """The point file, or None when ``data`` is not one (a damaged or foreign file is never reused)."""
-        if not isinstance(data, Mapping) or data.get("key") is None:
+        """The point file, or None when ``data`` is not an object (a damaged file is never reused)."""
+        if not isinstance(data, Mapping):
             return None
         summary, meta, point = data.get("summary"), data.get("meta"), data.get("point")
         return cls(
-            key=str(data["key"]),
+            key=str(data.get("key") or ""),
             hash=data.get("hash"),
             point=dict(point) if isinstance(point, Mapping) else {},
             outcome=str(data.get("outcome")),
@@ -435,7 +435,11 @@ class PointFile:
     def failed_requests(self) -> int | None:
         """How many measured requests failed (``summary.n_err``); None when the summary does not say."""
         n_err = (self.summary or {}).get("n_err")
-        return n_err if isinstance(n_err, int) and not isinstance(n_err, bool) else None
+        return n_err if isinstance(n_err, int) and not isinstance(n_err, bool) and n_err >= 0 else None
+
+    def is_done(self, expected_hash: Any) -> bool:
+        """Committed ``ok`` with the expected hash and not one failed request: reusable as it is."""
+        return self.outcome == "ok" and self.hash == expected_hash and self.failed_requests == 0
 
 
 # -- the per-request row (requests.jsonl) -----------------------------------------------------------------
