@@ -1,9 +1,10 @@
 """Per-TP summary tables of a campaign, and the ``sglbench summarize`` command.
 
 One row per (run, host, TP, config, prompt set, load point): mean output tok/s over repeats with a
-bootstrap 95% interval, the speedup over the autoregressive baseline with its interval, TTFT/ITL
-p50/p99, acceptance length, KV tokens and max running requests predicted vs observed, and the outcome
-(with the flags autotune changed, when the capacity policy tuned the command).
+bootstrap 95% interval, the speedup over the autoregressive baseline with its interval, the latency
+percentiles of the metrics the table shows (``hostlib/result_schema.METRICS``), acceptance length, KV
+tokens and max running requests predicted vs observed, and the outcome (with the flags autotune
+changed, when the capacity policy tuned the command).
 Attempts that produced no points (planned skip, failure) get one row carrying the outcome and cause.
 
 Baseline: the config with algorithm ``none`` on the same host, TP size, model, prompt set and load
@@ -395,7 +396,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         help="per-TP tables of a run: tok/s, speedup with CI, latency, acceptance, capacity, outcome",
         description="Load every record.json of one or more runs (several hosts merge) and print, per TP "
         "phase, config x concurrency -> output tok/s and speedup over the autoregressive baseline with "
-        "95%% bootstrap intervals, TTFT/ITL p50/p99, acceptance length, KV tokens predicted vs observed "
+        "95%% bootstrap intervals, "
+        + ", ".join(m.header for m in result_schema.table_metrics())
+        + ", acceptance length, KV tokens predicted vs observed "
         "and the outcome. Exit 0 when every attempt is ok, 1 when some failed or were skipped, 2 on "
         "unreadable input or an unwritable -o.",
     )
