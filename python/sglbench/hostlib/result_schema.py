@@ -66,7 +66,7 @@ class Metric:
 STATS = ("p50", "p90", "p99", "mean")  # statistics of each distribution kept in the frames
 METRICS: tuple[Metric, ...] = (
     Metric("ttft_ms", "TTFT", "ms", "time to first token", ("p50", "p99")),
-    Metric("tpot_ms", "TPOT", "ms", "time per output token after the first"),
+    Metric("tpot_ms", "TPOT", "ms", "time per output token after the first", ("p50", "p99"), ".2f"),
     Metric("itl_ms", "ITL", "ms", "inter-token latency", ("p50", "p99"), ".2f"),
     Metric("e2e_ms", "E2E", "ms", "end-to-end request latency"),
 )
