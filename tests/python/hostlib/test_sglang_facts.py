@@ -411,7 +411,8 @@ def test_every_schema_id_in_the_tree_is_declared() -> None:
     assert {facts.ATTEMPT_SCHEMA, facts.BENCH_SCHEMA, facts.POINT_SCHEMA} <= seen
     from sglbench.hostlib import result_schema
 
-    built = result_schema.RecordFacts(run_id="r", host="h", instance={"name": "a-tp1"}, outcome="ok").to_dict()
+    facts_in = result_schema.RecordFacts(run_id="r", host="h", instance={"name": "a-tp1"}, outcome="ok")
+    built = facts_in.to_dict()
     assert built["schema"] == facts.ATTEMPT_SCHEMA  # the record is built from the declared id
 
 
