@@ -1,7 +1,9 @@
-"""Action plugin: write one config attempt's files on the controller, atomically, in-process.
+"""Action plugin: build one config attempt's ``record.json`` and write its files on the controller.
 
-Runs on the controller only (no module is shipped anywhere), so saving a record costs
-milliseconds instead of a module round trip per file. Documentation: plugins/modules/sglbench_record.py.
+Runs on the controller only (no module is shipped anywhere), so saving a record costs milliseconds
+instead of a module round trip per file. ``record`` carries the facts the play gathered; the document is
+built from them by the result contract (``result_schema.RecordFacts``, python/sglbench/hostlib/
+result_schema.py). Documentation: plugins/modules/sglbench_record.py.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ _PYTHON_SRC = str(Path(__file__).resolve().parents[2] / "python")
 if _PYTHON_SRC not in sys.path:  # the checkout's package, even when sglbench is not installed
     sys.path.insert(0, _PYTHON_SRC)
 
+from sglbench.hostlib import result_schema  # noqa: E402  (the result contract)
 from sglbench.hostlib.sglang_facts import ATTEMPT_SCHEMA  # noqa: E402  (declared once)
 from sglbench.resume import write_atomic  # noqa: E402  (one atomic writer on the controller)
 
@@ -29,6 +32,19 @@ def _text(name: str, content: Any) -> str:
     if isinstance(content, str):
         return content
     return json.dumps(content, indent=2, sort_keys=False, default=str) + "\n"
+
+
+def record_text(facts: Any, files: dict[str, Any], ended_at: float | None = None) -> str:
+    """``record.json`` built from the play's facts; ``unit.file`` names unit.service when it is written."""
+    if not isinstance(facts, dict):
+        raise AnsibleActionFail("sglbench_record: record must be a mapping of the attempt's facts")
+    try:
+        built = result_schema.RecordFacts.from_dict(
+            {**facts, "unit_written": bool(files.get("unit.service"))}
+        )
+    except (TypeError, ValueError) as err:
+        raise AnsibleActionFail(f"sglbench_record: {err}") from None
+    return json.dumps(built.to_dict(ended_at), indent=4, sort_keys=False, default=str) + "\n"
 
 
 def check_record(text: str) -> None:
@@ -43,7 +59,7 @@ def check_record(text: str) -> None:
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("dir", "files", "mode"))
+    _VALID_ARGS = frozenset(("dir", "files", "mode", "record"))
 
     def run(self, tmp: Any = None, task_vars: Any = None) -> dict[str, Any]:
         result = super().run(tmp, task_vars)
@@ -52,6 +68,12 @@ class ActionModule(ActionBase):
         files = args.get("files") or {}
         if not directory or not isinstance(files, dict):
             raise AnsibleActionFail("sglbench_record needs dir (a path) and files (name -> content)")
+        if args.get("record") is not None:
+            if "record.json" in files:
+                raise AnsibleActionFail(
+                    "sglbench_record: give record (the facts) or files.record.json, not both"
+                )
+            files = {"record.json": record_text(args["record"], files), **files}
         mode = int(str(args.get("mode", "0644")), 8)
         written: list[str] = []
         if self._task.check_mode:

@@ -10,6 +10,8 @@ description:
   - Runs on the controller (action plugin); nothing is sent to the managed host.
   - Creates I(dir) and writes each entry of I(files) with a temp file + rename, so a killed run never leaves
     a half-written record. Mappings and lists are written as JSON.
+  - With I(record), C(record.json) is built from the facts the play gathered by the result contract
+    (C(RecordFacts) in python/sglbench/hostlib/result_schema.py) and written first.
   - A C(record.json) entry must be JSON with the schema id C(sglbench.attempt/1) (see docs/records.md).
   - Entries whose content is null are skipped.
 options:
@@ -17,6 +19,14 @@ options:
     description: Attempt directory on the controller, e.g. C(results/<run_id>/<host>/<config>-tp<N>).
     type: path
     required: true
+  record:
+    description:
+      - The attempt's facts, the fields of C(RecordFacts) - C(run_id), C(host), C(instance) (the matrix
+        instance), C(outcome), C(simulated), C(failure), C(timings), C(wait) (sglbench_wait_ready),
+        C(journal) (sglbench_journal), C(gpu_free) (sglbench_gpu_free), C(plan), C(capacity),
+        C(server_info), C(benchmark), C(identity), C(resume).
+      - C(unit.file) in the record names C(unit.service) when I(files) writes one.
+    type: dict
   files:
     description: File name to content (text, or a mapping/list written as JSON).
     type: dict
@@ -33,8 +43,13 @@ EXAMPLES = r"""
 - name: cycle | Write the record
   sglbench_record:
     dir: results/run1/simhost/qwen-ar-tp1
+    record:
+      run_id: run1
+      host: simhost
+      instance: "{{ sglang_cycle_instance }}"
+      outcome: ok
+      journal: "{{ journal }}"
     files:
-      record.json: "{{ lookup('ansible.builtin.template', 'record.json.j2') }}"
       journal.log: "{{ journal.journal }}"
 """
 

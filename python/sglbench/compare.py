@@ -57,6 +57,90 @@ def _outcomes(res: Results, keys: list[str]) -> dict[tuple[Any, ...], tuple[str,
     }
 
 
+COLUMNS_AFTER_KEYS = [
+    "concurrency",
+    "outcome_a",
+    "outcome_b",
+    "tok_s_a",
+    "tok_s_b",
+    "ratio",
+    "ratio_ci_low",
+    "ratio_ci_high",
+    "status",
+]
+Outcome = tuple[Any, Any]  # (outcome, cause) of one attempt; (None, None) when the run has none
+
+
+def _cell_row(
+    d: dict[str, Any],
+    x: dict[str, Any] | None,
+    y: dict[str, Any] | None,
+    out_a: Outcome,
+    out_b: Outcome,
+    *,
+    min_effect: float,
+    no_ci_threshold: float,
+    seed: int,
+    n_boot: int,
+) -> dict[str, Any]:
+    """One matched cell with points in A, B or both: tok/s, the B/A ratio with its CI and the status.
+
+    ``d`` holds the cell's match keys (and only them) on entry; the row is built in it."""
+    label = "compare|" + "|".join(map(str, d.values()))
+    d["concurrency"] = (y or x or {}).get("concurrency")
+    d["outcome_a"], d["outcome_b"] = out_a[0], out_b[0]
+    sa, sb = (x or {}).get("samples") or [], (y or {}).get("samples") or []
+    d["tok_s_a"] = sum(s.throughput for s in sa) / len(sa) if sa else math.nan
+    d["tok_s_b"] = sum(s.throughput for s in sb) / len(sb) if sb else math.nan
+    d["ratio"] = d["ratio_ci_low"] = d["ratio_ci_high"] = math.nan
+    if out_a[0] == "ok" and out_b[0] not in (None, "ok"):
+        d["status"] = f"regression: now {out_b[0]} ({out_b[1] or 'unknown'})"
+    elif out_b[0] == "ok" and out_a[0] not in (None, "ok"):
+        d["status"] = f"improvement: was {out_a[0]} ({out_a[1] or 'unknown'})"
+    elif x is None:
+        d["status"] = "new"
+    elif y is None:  # measured in A, nothing in B: a config or load point vanished
+        d["status"] = GONE
+    else:
+        est = bootstrap.ratio(sb, sa, seed=seed, label=label, n_boot=n_boot)
+        d["ratio"], d["ratio_ci_low"], d["ratio_ci_high"] = est.value, est.ci_low, est.ci_high
+        d["status"] = classify(est, min_effect=min_effect, no_ci_threshold=no_ci_threshold)
+    return d
+
+
+def _attempt_status(out_a: Outcome, out_b: Outcome) -> str:
+    """Status of an attempt without points in either run (both failed/skipped, or in one run only)."""
+    if out_a[0] is None:
+        return "new"
+    if out_b[0] is None:
+        return GONE if out_a[0] == "ok" else "gone"
+    if out_a == out_b:
+        return "unchanged"
+    return f"changed: {out_a[1] or out_a[0]} -> {out_b[1] or out_b[0]}"
+
+
+def _attempt_row(att_keys: list[str], ak: tuple[Any, ...], out_a: Outcome, out_b: Outcome) -> dict[str, Any]:
+    d = dict(zip(att_keys, ak, strict=True))
+    d.update(
+        prompt_set=None,
+        point=None,
+        concurrency=None,
+        outcome_a=out_a[0],
+        outcome_b=out_b[0],
+        tok_s_a=math.nan,
+        tok_s_b=math.nan,
+        ratio=math.nan,
+        ratio_ci_low=math.nan,
+        ratio_ci_high=math.nan,
+        status=_attempt_status(out_a, out_b),
+    )
+    return d
+
+
+def _by_str(keys: Any) -> list[tuple[Any, ...]]:
+    return sorted(keys, key=lambda t: tuple(str(x) for x in t))
+
+
 def compare(
     a: Results,
     b: Results,
@@ -72,73 +156,29 @@ def compare(
     ca, cb = _cells(a, keys), _cells(b, keys)
     att_keys = [k for k in keys if k not in ("prompt_set", "point")]
     oa, ob = _outcomes(a, att_keys), _outcomes(b, att_keys)
+    none: Outcome = (None, None)
     rows = []
-    for k in sorted(set(ca) | set(cb), key=lambda t: tuple(str(x) for x in t)):
+    for k in _by_str(set(ca) | set(cb)):
         d: dict[str, Any] = dict(zip(keys, k, strict=True))
         ak = tuple(d[c] for c in att_keys)
-        x, y = ca.get(k), cb.get(k)
-        d["concurrency"] = (y or x or {}).get("concurrency")
-        out_a, out_b = oa.get(ak, (None, None)), ob.get(ak, (None, None))
-        d["outcome_a"], d["outcome_b"] = out_a[0], out_b[0]
-        sa, sb = (x or {}).get("samples") or [], (y or {}).get("samples") or []
-        d["tok_s_a"] = sum(s.throughput for s in sa) / len(sa) if sa else math.nan
-        d["tok_s_b"] = sum(s.throughput for s in sb) / len(sb) if sb else math.nan
-        d["ratio"] = d["ratio_ci_low"] = d["ratio_ci_high"] = math.nan
-        if out_a[0] == "ok" and out_b[0] not in (None, "ok"):
-            d["status"] = f"regression: now {out_b[0]} ({out_b[1] or 'unknown'})"
-        elif out_b[0] == "ok" and out_a[0] not in (None, "ok"):
-            d["status"] = f"improvement: was {out_a[0]} ({out_a[1] or 'unknown'})"
-        elif x is None:
-            d["status"] = "new"
-        elif y is None:  # measured in A, nothing in B: a config or load point vanished
-            d["status"] = GONE
-        else:
-            label = "compare|" + "|".join(map(str, k))
-            est = bootstrap.ratio(sb, sa, seed=seed, label=label, n_boot=n_boot)
-            d["ratio"], d["ratio_ci_low"], d["ratio_ci_high"] = est.value, est.ci_low, est.ci_high
-            d["status"] = classify(est, min_effect=min_effect, no_ci_threshold=no_ci_threshold)
-        rows.append(d)
-    # Attempts without points in either run (both failed/skipped, or only one run has them).
-    with_points = {tuple(dict(zip(keys, k, strict=True))[c] for c in att_keys) for k in set(ca) | set(cb)}
-    for ak in sorted(set(oa) | set(ob), key=lambda t: tuple(str(x) for x in t)):
-        if ak in with_points:
-            continue
-        out_a, out_b = oa.get(ak, (None, None)), ob.get(ak, (None, None))
-        d = dict(zip(att_keys, ak, strict=True))
-        d.update(
-            prompt_set=None,
-            point=None,
-            concurrency=None,
-            outcome_a=out_a[0],
-            outcome_b=out_b[0],
-            tok_s_a=math.nan,
-            tok_s_b=math.nan,
-            ratio=math.nan,
-            ratio_ci_low=math.nan,
-            ratio_ci_high=math.nan,
+        rows.append(
+            _cell_row(
+                d,
+                ca.get(k),
+                cb.get(k),
+                oa.get(ak, none),
+                ob.get(ak, none),
+                min_effect=min_effect,
+                no_ci_threshold=no_ci_threshold,
+                seed=seed,
+                n_boot=n_boot,
+            )
         )
-        if out_a[0] is None:
-            d["status"] = "new"
-        elif out_b[0] is None:
-            d["status"] = GONE if out_a[0] == "ok" else "gone"
-        elif out_a == out_b:
-            d["status"] = "unchanged"
-        else:
-            d["status"] = f"changed: {out_a[1] or out_a[0]} -> {out_b[1] or out_b[0]}"
-        rows.append(d)
-    cols = [
-        *keys,
-        "concurrency",
-        "outcome_a",
-        "outcome_b",
-        "tok_s_a",
-        "tok_s_b",
-        "ratio",
-        "ratio_ci_low",
-        "ratio_ci_high",
-        "status",
-    ]
-    return pd.DataFrame(rows, columns=cols)
+    with_points = {tuple(dict(zip(keys, k, strict=True))[c] for c in att_keys) for k in set(ca) | set(cb)}
+    for ak in _by_str(set(oa) | set(ob)):
+        if ak not in with_points:
+            rows.append(_attempt_row(att_keys, ak, oa.get(ak, none), ob.get(ak, none)))
+    return pd.DataFrame(rows, columns=[*keys, *COLUMNS_AFTER_KEYS])
 
 
 def classify(est: bootstrap.Estimate, *, min_effect: float, no_ci_threshold: float) -> str:

@@ -30,6 +30,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from sglbench import bootstrap, outfiles
+from sglbench.hostlib import result_schema
 from sglbench.results import Results
 from sglbench.summarize import display_rows, load_or_exit, summary_table
 
@@ -278,20 +279,17 @@ def plot_latency(res: Results, table: pd.DataFrame, colors: dict[str, str]) -> P
             "box = p25-p75, black line = median, whiskers = p1-p99."
         )
         return Plot(key, title, _png(fig), cap)
-    t = table[table["ttft_p50_ms"].notna()]
+    shown = result_schema.table_metrics()
+    t = table[table[shown[0].column(shown[0].shown[0])].notna()]
     if not len(t):
         return Plot(key, title, None, "", "no latency was recorded")
     tps = sorted(t["tp"].unique())
-    fig = Figure(figsize=(max(7.0, 4.6 * len(tps)), 6.4))
+    fig = Figure(figsize=(max(7.0, 4.6 * len(tps)), 3.2 * len(shown)))
     top = []
-    for k, (p50, p99, label) in enumerate(
-        (
-            ("ttft_p50_ms", "ttft_p99_ms", "TTFT (ms)"),
-            ("itl_p50_ms", "itl_p99_ms", "inter-token latency (ms)"),
-        )
-    ):
+    for k, m in enumerate(shown):
+        p50, p99, label = m.column(m.shown[0]), m.column(m.shown[-1]), f"{m.label} ({m.unit})"
         for i, tp in enumerate(tps):
-            ax = fig.add_subplot(2, len(tps), k * len(tps) + i + 1)
+            ax = fig.add_subplot(len(shown), len(tps), k * len(tps) + i + 1)
             sub = t[t["tp"] == tp]
             for cfg, g in sub.groupby("config", sort=True):
                 g = g.sort_values("concurrency")
@@ -622,15 +620,17 @@ def findings(res: Results, table: pd.DataFrame) -> list[str]:
     return out
 
 
-def build_html(res: Results, table: pd.DataFrame, plots: list[Plot], *, title: str) -> str:
+def _metric_legend() -> str:
+    """``TTFT = time to first token, ITL = inter-token latency (p50 / p99)`` from the metric list."""
+    shown = result_schema.table_metrics()
+    stats = sorted({" / ".join(m.shown) for m in shown})
+    return ", ".join(f"{m.label} = {m.meaning}" for m in shown) + f" ({'; '.join(stats)})"
+
+
+def _banners(res: Results) -> list[str]:
+    """The SIMULATED and CPU ENGINE banners, each when some attempt needs it."""
     a = res.attempts
-    n_ok, n_skip, n_fail = (int((a["outcome"] == o).sum()) for o in ("ok", "skipped", "failed"))
-    hosts = ", ".join(sorted(a["host"].unique())) if len(a) else "-"
-    runs = ", ".join(res.runs["run_id"])
-    parts = [
-        f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{_e(title)}</title>"
-        f"<style>{CSS}</style></head><body><main>"
-    ]
+    parts = []
     if res.simulated:
         n_sim = int(a["simulated"].sum())
         scope = "every attempt" if n_sim == len(a) else f"{n_sim} of {len(a)} attempts (marked SIM)"
@@ -648,65 +648,81 @@ def build_html(res: Results, table: pd.DataFrame, plots: list[Plot], *, title: s
             "on the real-SGLang sim host: tiny random-weight models). The numbers check the pipeline "
             "against the real server; they are neither simulated nor GPU figures.</small></div>"
         )
-    parts.append(f"<h1>{_e(title)}</h1>")
+    return parts
+
+
+def _overview(res: Results, table: pd.DataFrame, title: str) -> list[str]:
+    """Title, the run line, the outcome cards and the at-a-glance findings."""
+    a = res.attempts
+    n_ok, n_skip, n_fail = (int((a["outcome"] == o).sum()) for o in ("ok", "skipped", "failed"))
+    hosts = ", ".join(sorted(a["host"].unique())) if len(a) else "-"
+    runs = ", ".join(res.runs["run_id"])
     started = res.runs["started_at"].dropna()
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(float(started.min()))) if len(started) else "-"
-    parts.append(
+    return [
+        f"<h1>{_e(title)}</h1>",
         f'<p class="sub">Run {_e(runs)} · host(s) {_e(hosts)} · started {when} · '
-        f"{len(a)} config attempts, {len(res.points)} benchmark points, {len(res.requests)} requests</p>"
-    )
-    parts.append(
+        f"{len(a)} config attempts, {len(res.points)} benchmark points, {len(res.requests)} requests</p>",
         '<div class="cards">'
         f'<div class="card"><b class="ok">{n_ok}</b><span>attempts ok</span></div>'
         f'<div class="card"><b class="warn">{n_skip}</b><span>skipped by the capacity plan</span></div>'
         f'<div class="card"><b class="bad">{n_fail}</b><span>failed to start or run</span></div>'
         f'<div class="card"><b>{table["tp"].nunique() if len(table) else 0}</b><span>TP phases</span></div>'
-        "</div>"
-    )
-    parts.append(
+        "</div>",
         "<h2>At a glance</h2><ul class='find'>"
         + "".join(f"<li>{f}</li>" for f in findings(res, table))
-        + "</ul>"
-    )
-    parts.append("<h2>Results per TP phase</h2>")
-    parts.append(
+        + "</ul>",
+    ]
+
+
+def _tables(table: pd.DataFrame) -> list[str]:
+    """The summary table of each TP phase, failed/skipped/baseline rows marked."""
+    parts = [
+        "<h2>Results per TP phase</h2>",
         "<p class='note'>One row per config and concurrency. Output tok/s: mean over repeats [95% "
         "bootstrap CI]. Speedup: over the algorithm-none config of the same model at the same TP and "
-        "concurrency. TTFT = time to first token, ITL = inter-token latency (p50 / p99). Capacity: "
+        f"concurrency. {_metric_legend()}. Capacity: "
         "KV-cache tokens and max running requests, predicted by the planner / observed from the "
-        "server.</p>"
-    )
+        "server.</p>",
+    ]
     for tp, grp in table.groupby("tp", sort=True):
-        rows = display_rows(grp)
         classes = [
-            "failed"
-            if r.outcome == "failed"
-            else "skipped"
-            if r.outcome == "skipped"
-            else "base"
-            if r.baseline == r.config
-            else ""
+            r.outcome if r.outcome in ("failed", "skipped") else "base" if r.baseline == r.config else ""
             for r in grp.itertuples()
         ]
         parts.append(f"<h3>TP {tp}</h3>")
         parts.append(
-            _html_table(rows, classes, left=("config", "algorithm", "outcome", "host", "run", "prompts"))
+            _html_table(
+                display_rows(grp), classes, left=("config", "algorithm", "outcome", "host", "run", "prompts")
+            )
         )
+    return parts
+
+
+def _figures(res: Results, plots: list[Plot]) -> list[str]:
+    """The plot sections, the capacity table and the failures."""
     by_key = {p.key: p for p in plots}
-    parts.append("<h2>Throughput and speedup</h2>")
-    parts += [_img(by_key["throughput"]), _img(by_key["speedup"])]
-    parts.append("<h2>Latency</h2>")
-    parts.append(_img(by_key["latency"]))
-    parts.append("<h2>Speculative acceptance</h2>")
-    parts.append(_img(by_key["acceptance"]))
-    parts.append("<h2>Scaling across TP sizes</h2>")
-    parts.append(_img(by_key["scaling"]))
-    parts.append("<h2>Capacity</h2>")
-    parts.append(_img(by_key["capacity"]))
-    parts.append(capacity_table(res))
-    parts.append("<h2>Failures and skips</h2>")
-    parts.append(failures_section(res))
-    parts.append(
+    return [
+        "<h2>Throughput and speedup</h2>",
+        _img(by_key["throughput"]),
+        _img(by_key["speedup"]),
+        "<h2>Latency</h2>",
+        _img(by_key["latency"]),
+        "<h2>Speculative acceptance</h2>",
+        _img(by_key["acceptance"]),
+        "<h2>Scaling across TP sizes</h2>",
+        _img(by_key["scaling"]),
+        "<h2>Capacity</h2>",
+        _img(by_key["capacity"]),
+        capacity_table(res),
+        "<h2>Failures and skips</h2>",
+        failures_section(res),
+    ]
+
+
+def _methods(res: Results) -> list[str]:
+    """How the numbers were computed, and where the page came from."""
+    return [
         "<h2>How the numbers were computed</h2><ul class='note'>"
         "<li>Throughput is output tokens over the measured window of each repeat (warm-up excluded); "
         "the table shows the mean over repeats.</li>"
@@ -717,13 +733,26 @@ def build_html(res: Results, table: pd.DataFrame, plots: list[Plot], *, title: s
         "<li>Points the load generator marked invalid (client could not keep up) are flagged in the "
         "outcome column.</li>"
         "<li>Failure causes come from the server journal (classified by sglbench) or the capacity "
-        "plan; the record, unit file and journal of each attempt sit in the run directory.</li></ul>"
-    )
-    parts.append(
+        "plan; the record, unit file and journal of each attempt sit in the run directory.</li></ul>",
         f"<p class='note'>Generated by sglbench report from {_e(', '.join(res.runs['run_dir']))}. "
-        "This file is self-contained: no scripts, no network.</p>"
+        "This file is self-contained: no scripts, no network.</p>",
+    ]
+
+
+def build_html(res: Results, table: pd.DataFrame, plots: list[Plot], *, title: str) -> str:
+    head = (
+        f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{_e(title)}</title>"
+        f"<style>{CSS}</style></head><body><main>"
     )
-    parts.append("</main></body></html>")
+    parts = [
+        head,
+        *_banners(res),
+        *_overview(res, table, title),
+        *_tables(table),
+        *_figures(res, plots),
+        *_methods(res),
+        "</main></body></html>",
+    ]
     return "\n".join(parts)
 
 

@@ -28,7 +28,9 @@ from typing import Any
 
 import pandas as pd
 
+from sglbench.hostlib import result_schema
 from sglbench.hostlib.plan_policy import flag as plan_flag
+from sglbench.hostlib.result_schema import METRICS, STATS, RequestRow
 from sglbench.records import AttemptRecord, RecordError, find_record_files, load_record
 
 # cpu_engine: measured against the real SGLang on its CPU engine (--device cpu): neither simulated nor GPU.
@@ -44,20 +46,7 @@ ATTEMPT_KEYS = [
     "cpu_engine",
 ]
 POINT_KEYS = [*ATTEMPT_KEYS, "prompt_set", "point", "concurrency", "request_rate", "repeat"]
-LATENCY_METRICS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
-STATS = ("p50", "p90", "p99", "mean")
-# Per-request fields kept in the requests frame (raw chunk timing arrays are reduced to ttft/e2e).
-REQUEST_FIELDS = (
-    "idx",
-    "prompt_id",
-    "category",
-    "prompt_tokens",
-    "completion_tokens",
-    "spec_verify_ct",
-    "spec_accept_length",
-    "finish_reason",
-    "error",
-)
+REQUEST_FIELDS = result_schema.REQUEST_FIELDS
 
 
 class ResultsError(ValueError):
@@ -204,59 +193,21 @@ def point_rows(rec: AttemptRecord) -> list[dict[str, Any]]:
                 valid=p.valid,
                 invalid_reasons="; ".join(p.invalid_reasons),
             )
-            for metric in LATENCY_METRICS:
-                dist = getattr(p, metric)
+            for metric in METRICS:
+                dist = p.dist(metric.key)
                 for stat in STATS:
-                    row[f"{metric}_{stat}"] = _real_time(getattr(dist, stat), scale, "time")
+                    row[metric.column(stat)] = _real_time(getattr(dist, stat), scale, "time")
             rows.append(row)
     return rows
 
 
-# Per-request fields read from the rows, and the JSON types each may have (None is always allowed).
-_NUM = (int, float)
-_ROW_TYPES: dict[str, tuple[type, ...]] = {
-    "point": (str,),
-    "concurrency": _NUM,
-    "repeat": _NUM,
-    "prompt_set": (str,),
-    "warmup": (bool, int),
-    "sent_s": _NUM,
-    "end_s": _NUM,
-    "chunk_t": (list,),
-    "chunk_tokens": (list,),
-    "completion_tokens": _NUM,
-    "prompt_tokens": _NUM,
-    "spec_verify_ct": _NUM,
-    "spec_accept_length": _NUM,
-}
-
-
-def _check_row(path: Path, where: str, row: Any) -> dict[str, Any]:
-    """One request row as a dict whose fields have the types the frames need; RecordError otherwise."""
-    if not isinstance(row, dict):
-        raise RecordError(path, where, f"expected a JSON object per request, got {type(row).__name__}")
-    for key, types in _ROW_TYPES.items():
-        v = row.get(key)
-        if v is None:
-            continue
-        bad = not isinstance(v, types) or (isinstance(v, bool) and bool not in types)
-        if not bad and isinstance(v, int) and not isinstance(v, bool) and abs(v) > 2**62:
-            bad = True
-        if not bad and isinstance(v, list):
-            bad = any(not isinstance(x, _NUM) or isinstance(x, bool) for x in v)
-        if bad:
-            want = "a list of numbers" if list in types else " or ".join(t.__name__ for t in types)
-            raise RecordError(path, f"{where}.{key}", f"expected {want}, got {type(v).__name__}")
-    return row
-
-
-def _read_request_rows(path: Path) -> list[dict[str, Any]]:
+def _read_request_rows(path: Path) -> list[RequestRow]:
     if path.suffix == ".parquet":
         try:
             raw = pd.read_parquet(path).to_dict("records")
         except Exception as exc:  # pyarrow raises many kinds for a damaged file
             raise RecordError(path, "<file>", f"cannot be read as Parquet ({type(exc).__name__})") from None
-        return [_check_row(path, f"row {n}", _plain(r)) for n, r in enumerate(raw, 1)]
+        return [RequestRow.from_dict(path, f"row {n}", _plain(r)) for n, r in enumerate(raw, 1)]
     rows = []
     try:
         with path.open(encoding="utf-8") as f:
@@ -270,7 +221,7 @@ def _read_request_rows(path: Path) -> list[dict[str, Any]]:
                     raise RecordError(path, f"line {n}", f"is not valid JSON ({exc.msg})") from None
                 except (RecursionError, ValueError):
                     raise RecordError(path, f"line {n}", "is not a usable JSON request row") from None
-                rows.append(_check_row(path, f"line {n}", row))
+                rows.append(RequestRow.from_dict(path, f"line {n}", row))
     except UnicodeDecodeError as exc:
         raise RecordError(
             path, "<file>", f"is not UTF-8 text (binary or damaged at byte {exc.start})"
@@ -292,17 +243,6 @@ def _plain(row: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _first_token_time(chunk_t: Any, chunk_tokens: Any) -> float | None:
-    if chunk_t is None or chunk_tokens is None:
-        return None
-    prev = 0
-    for t, cum in zip(list(chunk_t), list(chunk_tokens), strict=False):
-        if cum is not None and cum > prev:
-            return float(t)
-        prev = cum if cum is not None else prev
-    return None
-
-
 def request_rows(rec: AttemptRecord) -> list[dict[str, Any]]:
     """Measured (non-warmup) requests of one attempt, reduced to scalar columns."""
     path = rec.requests_file()
@@ -312,9 +252,10 @@ def request_rows(rec: AttemptRecord) -> list[dict[str, Any]]:
     prompt_set = rec.benchmarks[0].prompt_set if len(rec.benchmarks) == 1 else None
     scale = rec.benchmarks[0].sim_time_scale if len(rec.benchmarks) == 1 else None
     out = []
-    for raw in _read_request_rows(path):
-        if raw.get("warmup"):
+    for req in _read_request_rows(path):
+        if req.warmup:
             continue
+        raw = req.raw
         row = dict(keys)
         row["prompt_set"] = raw.get("prompt_set") or prompt_set or "default"
         row["point"] = raw.get("point")
@@ -322,16 +263,11 @@ def request_rows(rec: AttemptRecord) -> list[dict[str, Any]]:
         row["repeat"] = raw.get("repeat", 0)
         for k in REQUEST_FIELDS:
             row[k] = raw.get(k)
-        sent, end = raw.get("sent_s"), raw.get("end_s")
-        first = _first_token_time(raw.get("chunk_t"), raw.get("chunk_tokens"))
-        row["ok"] = raw.get("error") is None and end is not None
-        ttft = (first - sent) * 1000.0 if first is not None and sent is not None else None
-        e2e = (end - sent) * 1000.0 if end is not None and sent is not None else None
+        row["ok"] = req.ok
         row["sim_time_scale"] = scale
-        row["ttft_ms"] = _real_time(ttft, scale, "time")
-        row["e2e_ms"] = _real_time(e2e, scale, "time")
-        verify, completion = raw.get("spec_verify_ct"), raw.get("completion_tokens")
-        row["accept_length"] = completion / verify if verify and completion else None
+        row["ttft_ms"] = _real_time(req.ttft_ms(), scale, "time")
+        row["e2e_ms"] = _real_time(req.e2e_ms(), scale, "time")
+        row["accept_length"] = req.accept_length()
         out.append(row)
     return out
 
@@ -380,7 +316,7 @@ POINT_COLUMNS = [
     "accept_length_mean",
     "valid",
     "invalid_reasons",
-    *[f"{m}_{s}" for m in LATENCY_METRICS for s in STATS],
+    *result_schema.point_metric_columns(),
 ]
 REQUEST_COLUMNS = [
     *ATTEMPT_KEYS,

@@ -29,12 +29,11 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from sglbench.hostlib import load_points, sglang_facts
+from sglbench.hostlib import load_points, result_schema, sglang_facts
 from sglbench.hostlib.atomic_file import write_atomic  # the one atomic writer (also shipped to hosts)
 
 IDENTITY_SCHEMA = sglang_facts.IDENTITY_SCHEMA
 POINT_SCHEMA = sglang_facts.POINT_SCHEMA
-BENCH_SCHEMA = sglang_facts.BENCH_SCHEMA
 POINTS_DIR = "points"
 INCOMING_DIR = ".incoming"
 PREVIOUS_DIR = "previous"
@@ -196,20 +195,16 @@ def _requests_path(key: str) -> str:
 
 def point_failed_requests(doc: Any) -> int | None:
     """How many measured requests of a committed point failed (``summary.n_err``); None when unknown."""
-    summary = doc.get("summary") if isinstance(doc, dict) else None
-    n_err = summary.get("n_err") if isinstance(summary, dict) else None
-    return n_err if isinstance(n_err, int) and not isinstance(n_err, bool) and n_err >= 0 else None
+    point = result_schema.PointFile.from_dict(doc)
+    return point.failed_requests if point is not None else None
 
 
 def point_is_done(attempt_dir: str, expected: Mapping[str, Any]) -> bool:
     """The point file exists, is ``ok``, has the expected hash and not one failed request."""
-    doc = _read_json(os.path.join(attempt_dir, _point_path(str(expected["key"]))))
-    return (
-        isinstance(doc, dict)
-        and doc.get("outcome") == "ok"
-        and doc.get("hash") == expected.get("hash")
-        and point_failed_requests(doc) == 0
+    point = result_schema.PointFile.from_dict(
+        _read_json(os.path.join(attempt_dir, _point_path(str(expected["key"]))))
     )
+    return point is not None and point.is_done(expected.get("hash"))
 
 
 def prepare_attempt(
@@ -356,28 +351,19 @@ def commit_point(
     if point_summary:  # one repeat per call: the summary's repeat/seed are the point's
         point_summary["repeat"] = expected.get("repeat", point_summary.get("repeat"))
         point_summary["seed"] = expected.get("seed", point_summary.get("seed"))
-    doc = {
-        "schema": POINT_SCHEMA,
-        "key": key,
-        "hash": expected.get("hash"),
-        "point": {k: expected.get(k) for k in ("point", "concurrency", "request_rate", "repeat", "seed")},
-        "outcome": outcome,
-        "error": error,
-        "committed_at": time.time() if now is None else now,
-        "requests_file": requests_file,
-        "summary": point_summary or None,
-        "meta": dict(meta or {}) or None,
-    }
+    doc = result_schema.PointFile(
+        key=key,
+        hash=expected.get("hash"),
+        point={k: expected.get(k) for k in result_schema.POINT_FIELDS},
+        outcome=outcome,
+        error=error,
+        committed_at=time.time() if now is None else now,
+        requests_file=requests_file,
+        summary=point_summary or None,
+        meta=dict(meta or {}) or None,
+    ).to_dict()
     write_atomic(os.path.join(attempt_dir, _point_path(key)), json.dumps(doc, indent=1, default=str) + "\n")
     return doc
-
-
-def _aggregate(group: list[dict[str, Any]]) -> dict[str, Any]:
-    try:
-        from sglbench.hostlib import metrics
-    except ImportError:  # pragma: no cover - the package is always importable next to this file
-        return {"n_repeats": len(group), "all_valid": all(p.get("valid") for p in group)}
-    return metrics.aggregate_repeats(group)
 
 
 def assemble_benchmark(
@@ -403,20 +389,6 @@ def assemble_benchmark(
     if not docs:
         return None
     points = [d["summary"] for d in docs if isinstance(d.get("summary"), dict)]
-    groups: dict[str, list[dict[str, Any]]] = {}
-    firsts: dict[str, dict[str, Any]] = {}
-    for s in points:
-        groups.setdefault(str(s.get("point")), []).append(s)
-        firsts.setdefault(str(s.get("point")), s)
-    aggregates = [
-        {
-            "point": label,
-            "concurrency": firsts[label].get("concurrency"),
-            "request_rate": firsts[label].get("request_rate"),
-            **_aggregate(group),
-        }
-        for label, group in groups.items()
-    ]
     meta = dict(docs[0].get("meta") or {})
     meta["repeats"] = max((int(p.get("repeat", 0)) for p in exp), default=0) + 1
     meta["prompt_set"] = prompt_set
@@ -424,22 +396,15 @@ def assemble_benchmark(
     done_keys = [str(d["key"]) for d in docs]
     if write_requests:
         _write_requests(attempt_dir, docs)
-    return {
-        "schema": BENCH_SCHEMA,
-        "simulated": any(bool(s.get("simulated")) for s in points) or bool(meta.get("simulated")),
-        "prompt_set": prompt_set,
-        "meta": meta,
-        "points": points,
-        "aggregates": aggregates,
-        "resume": {
-            "identity_hash": identity_hash,
-            "expected": len(exp),
-            "done": len(done_keys),
-            "measured": [k for k in done_keys if k in ran_set],
-            "reused": [k for k in done_keys if k not in ran_set],
-            "missing": [str(p["key"]) for p in exp if str(p["key"]) not in set(done_keys)],
-        },
+    resume = {
+        "identity_hash": identity_hash,
+        "expected": len(exp),
+        "done": len(done_keys),
+        "measured": [k for k in done_keys if k in ran_set],
+        "reused": [k for k in done_keys if k not in ran_set],
+        "missing": [str(p["key"]) for p in exp if str(p["key"]) not in set(done_keys)],
     }
+    return result_schema.bench_summary(points, meta, prompt_set=prompt_set, resume=resume)
 
 
 def _write_requests(attempt_dir: str, docs: list[dict[str, Any]]) -> None:

@@ -1,9 +1,10 @@
 """Per-TP summary tables of a campaign, and the ``sglbench summarize`` command.
 
 One row per (run, host, TP, config, prompt set, load point): mean output tok/s over repeats with a
-bootstrap 95% interval, the speedup over the autoregressive baseline with its interval, TTFT/ITL
-p50/p99, acceptance length, KV tokens and max running requests predicted vs observed, and the outcome
-(with the flags autotune changed, when the capacity policy tuned the command).
+bootstrap 95% interval, the speedup over the autoregressive baseline with its interval, the latency
+percentiles of the metrics the table shows (``hostlib/result_schema.METRICS``), acceptance length, KV
+tokens and max running requests predicted vs observed, and the outcome (with the flags autotune
+changed, when the capacity policy tuned the command).
 Attempts that produced no points (planned skip, failure) get one row carrying the outcome and cause.
 
 Baseline: the config with algorithm ``none`` on the same host, TP size, model, prompt set and load
@@ -26,6 +27,7 @@ from typing import Any
 import pandas as pd
 
 from sglbench import bootstrap, outfiles
+from sglbench.hostlib import result_schema
 from sglbench.records import RecordError
 from sglbench.results import Results, ResultsError, load
 
@@ -54,10 +56,7 @@ TABLE_COLUMNS = [
     "speedup",
     "speedup_ci_low",
     "speedup_ci_high",
-    "ttft_p50_ms",
-    "ttft_p99_ms",
-    "itl_p50_ms",
-    "itl_p99_ms",
+    *result_schema.table_metric_columns(),  # ttft_ms_p50, ttft_ms_p99, itl_ms_p50, itl_ms_p99
     "accept_length",
     "kv_tokens_predicted",
     "kv_tokens_observed",
@@ -133,6 +132,75 @@ def _fmt_cause(outcome: str, cause: Any, message: Any) -> str:
     return text
 
 
+def _capacity_cells(att: dict[str, Any]) -> dict[str, Any]:
+    """The attempt's columns every row of it carries: capacity predicted vs observed and the outcome."""
+    return {
+        "kv_tokens_predicted": att["kv_tokens_predicted"],
+        "kv_tokens_observed": att["kv_tokens_observed"],
+        "max_running_requests_predicted": att["max_running_requests_predicted"],
+        "max_running_requests_observed": att["max_running_requests_observed"],
+        "outcome": att["outcome"],
+        "autotuned": att.get("autotuned_flags"),
+        "cause": att["cause"],
+    }
+
+
+def _point_row(
+    key: tuple[Any, ...],
+    grp: pd.DataFrame,
+    att: dict[str, Any],
+    samples: list[bootstrap.RepeatSample],
+    *,
+    seed: int,
+    n_boot: int,
+) -> dict[str, Any]:
+    """One cell with points: throughput with its interval, latency means over repeats, the attempt's
+    capacity and outcome, and a note on invalid repeats or missing points."""
+    first = grp.iloc[0]
+    label = "|".join(map(str, key))
+    est = bootstrap.mean_throughput(samples, seed=seed, label=label, n_boot=n_boot) if samples else None
+    invalid = grp[~grp["valid"].astype(bool)]
+    note = ""
+    if len(invalid):
+        note = f"{len(invalid)}/{len(grp)} repeats invalid: " + reason_digest(invalid["invalid_reasons"])
+    return {
+        **dict(zip(CELL_KEYS, key, strict=True)),
+        "concurrency": first.concurrency,
+        "n_repeats": len(grp),
+        "tok_s": est.value if est else math.nan,
+        "tok_s_ci_low": est.ci_low if est else math.nan,
+        "tok_s_ci_high": est.ci_high if est else math.nan,
+        **{col: grp[col].astype(float).mean() for col in result_schema.table_metric_columns()},
+        "accept_length": grp["accept_length_mean"].astype(float).mean(),
+        **_capacity_cells(att),
+        "note": note
+        or _missing_note(att)
+        or _fmt_cause(att["outcome"], att["cause"], att["failure_message"]),
+        "valid": not len(invalid) and not _missing_note(att),
+        "simulated": bool(grp["simulated"].any()),
+        "cpu_engine": bool(grp["cpu_engine"].any()),
+    }
+
+
+def _attempt_row(att: dict[str, Any]) -> dict[str, Any]:
+    """The one row of an attempt that produced no points (planned skip, failure, nothing recorded)."""
+    note = _fmt_cause(att["outcome"], att["cause"], att["failure_message"])
+    if att["outcome"] == "ok":
+        note = "no benchmark points recorded"
+    return {
+        **{k: att.get(k) for k in ("run_id", "host", "tp", "config", "algorithm", "model_path")},
+        "prompt_set": None,
+        "point": None,
+        "concurrency": None,
+        "n_repeats": 0,
+        **_capacity_cells(att),
+        "note": note,
+        "valid": att["outcome"] == "ok",
+        "simulated": att["simulated"],
+        "cpu_engine": att["cpu_engine"],
+    }
+
+
 def summary_table(
     res: Results, *, seed: int = bootstrap.DEFAULT_SEED, n_boot: int = bootstrap.DEFAULT_BOOT
 ) -> pd.DataFrame:
@@ -141,92 +209,30 @@ def summary_table(
     pts = res.points
     samples = _samples(pts, res.requests) if len(pts) else {}
     attempts = res.attempts.set_index(["run_id", "host", "instance"]) if len(res.attempts) else None
-
-    def attempt_of(run_id: str, host: str, instance: str) -> dict[str, Any]:
-        assert attempts is not None
-        return dict(attempts.loc[(run_id, host, instance)])
-
     if len(pts):
+        assert attempts is not None
         for key, grp in pts.groupby(CELL_KEYS, dropna=False, sort=False):
-            key = tuple(key)
             first = grp.iloc[0]
-            att = attempt_of(first.run_id, first.host, first.instance)
-            s = samples.get(key, [])
-            label = "|".join(map(str, key))
-            est = bootstrap.mean_throughput(s, seed=seed, label=label, n_boot=n_boot) if s else None
-            invalid = grp[~grp["valid"].astype(bool)]
-            note = ""
-            if len(invalid):
-                note = f"{len(invalid)}/{len(grp)} repeats invalid: " + reason_digest(
-                    invalid["invalid_reasons"]
-                )
+            att = dict(attempts.loc[(first.run_id, first.host, first.instance)])
             rows.append(
-                {
-                    **dict(zip(CELL_KEYS, key, strict=True)),
-                    "concurrency": first.concurrency,
-                    "n_repeats": len(grp),
-                    "tok_s": est.value if est else math.nan,
-                    "tok_s_ci_low": est.ci_low if est else math.nan,
-                    "tok_s_ci_high": est.ci_high if est else math.nan,
-                    "ttft_p50_ms": grp["ttft_ms_p50"].astype(float).mean(),
-                    "ttft_p99_ms": grp["ttft_ms_p99"].astype(float).mean(),
-                    "itl_p50_ms": grp["itl_ms_p50"].astype(float).mean(),
-                    "itl_p99_ms": grp["itl_ms_p99"].astype(float).mean(),
-                    "accept_length": grp["accept_length_mean"].astype(float).mean(),
-                    "kv_tokens_predicted": att["kv_tokens_predicted"],
-                    "kv_tokens_observed": att["kv_tokens_observed"],
-                    "max_running_requests_predicted": att["max_running_requests_predicted"],
-                    "max_running_requests_observed": att["max_running_requests_observed"],
-                    "outcome": att["outcome"],
-                    "autotuned": att.get("autotuned_flags"),
-                    "cause": att["cause"],
-                    "note": note
-                    or _missing_note(att)
-                    or _fmt_cause(att["outcome"], att["cause"], att["failure_message"]),
-                    "valid": not len(invalid) and not _missing_note(att),
-                    "simulated": bool(grp["simulated"].any()),
-                    "cpu_engine": bool(grp["cpu_engine"].any()),
-                }
+                _point_row(tuple(key), grp, att, samples.get(tuple(key), []), seed=seed, n_boot=n_boot)
             )
-    # Attempts without points: one row each.
     with_points = set(zip(pts["run_id"], pts["host"], pts["instance"], strict=True)) if len(pts) else set()
-    for att in res.attempts.to_dict("records"):
-        if (att["run_id"], att["host"], att["instance"]) in with_points:
-            continue
-        note = _fmt_cause(att["outcome"], att["cause"], att["failure_message"])
-        if att["outcome"] == "ok":
-            note = "no benchmark points recorded"
-        rows.append(
-            {
-                **{k: att.get(k) for k in ("run_id", "host", "tp", "config", "algorithm", "model_path")},
-                "prompt_set": None,
-                "point": None,
-                "concurrency": None,
-                "n_repeats": 0,
-                "kv_tokens_predicted": att["kv_tokens_predicted"],
-                "kv_tokens_observed": att["kv_tokens_observed"],
-                "max_running_requests_predicted": att["max_running_requests_predicted"],
-                "max_running_requests_observed": att["max_running_requests_observed"],
-                "outcome": att["outcome"],
-                "autotuned": att.get("autotuned_flags"),
-                "cause": att["cause"],
-                "note": note,
-                "valid": att["outcome"] == "ok",
-                "simulated": att["simulated"],
-                "cpu_engine": att["cpu_engine"],
-            }
-        )
+    rows += [
+        _attempt_row(att)
+        for att in res.attempts.to_dict("records")
+        if (att["run_id"], att["host"], att["instance"]) not in with_points
+    ]
     table = pd.DataFrame(rows, columns=TABLE_COLUMNS)
     if not len(table):
         return table
     _add_speedups(table, samples, seed=seed, n_boot=n_boot)
-    table = table.sort_values(
+    return table.sort_values(
         ["tp", "run_id", "host", "model_path", "algorithm", "config", "prompt_set", "concurrency"],
         key=_sort_key,
         na_position="last",
         kind="stable",
     ).reset_index(drop=True)
-    return table
 
 
 def _sort_key(col: pd.Series) -> pd.Series:
@@ -328,8 +334,8 @@ def display_rows(table: pd.DataFrame) -> list[dict[str, str]]:
             if r["baseline"] == r["config"]
             else fmt_ci(r["speedup"], r["speedup_ci_low"], r["speedup_ci_high"], ".2f", "x")
         )
-        d["TTFT p50/p99 ms"] = f"{_num(r['ttft_p50_ms'])} / {_num(r['ttft_p99_ms'])}"
-        d["ITL p50/p99 ms"] = f"{_num(r['itl_p50_ms'], '.2f')} / {_num(r['itl_p99_ms'], '.2f')}"
+        for m in result_schema.table_metrics():
+            d[m.header] = " / ".join(_num(r[m.column(stat)], m.digits) for stat in m.shown)
         d["accept len"] = _num(r["accept_length"], ".2f")
         d["KV tokens pred/obs"] = f"{_int(r['kv_tokens_predicted'])} / {_int(r['kv_tokens_observed'])}"
         d["max reqs pred/obs"] = (

@@ -79,6 +79,7 @@ EXPECTED = {
     "loadgen_http",
     "metrics",
     "prompts",
+    "result_schema",
     "server_api",
     "sglang_args",
     "sglang_catalog",

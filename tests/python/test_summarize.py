@@ -298,3 +298,19 @@ def test_seed_and_bootstrap_are_bounded(
     run = _write_pair(tmp_path, [100.0, 101.0], [200.0, 202.0])
     assert cli.main(["summarize", str(run), *argv]) == 2
     assert needle in _one_line_error(capsys, "summarize")
+
+
+def test_tpot_percentiles_reach_the_table_and_its_markdown(tmp_path: Path) -> None:
+    """TPOT p50/p99 (the load generator's tpot_ms) are means over repeats, like every latency column."""
+    pts = [rf.point(2, 0, 100.0, itl=4.0), rf.point(2, 1, 100.0, itl=6.0)]  # tpot_ms: p50 4/6, p99 8/12
+    rf.write(tmp_path, rf.record(config="ar", benchmark=rf.bench(pts)))
+    res = results.load(tmp_path / "run1")
+    t = summarize.summary_table(res, n_boot=200)
+    row = _row(t, "ar")
+    assert row.tpot_ms_p50 == pytest.approx(5.0) and row.tpot_ms_p99 == pytest.approx(10.0)
+    md = summarize.to_markdown(t, res)
+    header = next(line for line in md.splitlines() if line.startswith("| config"))
+    cells = next(line for line in md.splitlines() if line.startswith("| ar "))
+    col = header.split(" | ").index("TPOT p50/p99 ms")
+    assert header.split(" | ").index("TTFT p50/p99 ms") < col < header.split(" | ").index("ITL p50/p99 ms")
+    assert cells.split(" | ")[col] == "5.00 / 10.00"

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from sglbench import bootstrap
+from sglbench.hostlib import result_schema
 from sglbench.summarize import run_summarize
 
 
@@ -15,7 +16,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         help="per-TP tables of a run: tok/s, speedup with CI, latency, acceptance, capacity, outcome",
         description="Load every record.json of one or more runs (several hosts merge) and print, per TP "
         "phase, config x concurrency -> output tok/s and speedup over the autoregressive baseline with "
-        "95%% bootstrap intervals, TTFT/ITL p50/p99, acceptance length, KV tokens predicted vs observed "
+        "95%% bootstrap intervals, "
+        + ", ".join(m.header for m in result_schema.table_metrics())
+        + ", acceptance length, KV tokens predicted vs observed "
         "and the outcome. Exit 0 when every attempt is ok, 1 when some failed or were skipped, 2 on "
         "unreadable input or an unwritable -o.",
     )

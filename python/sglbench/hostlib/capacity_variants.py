@@ -1,7 +1,7 @@
 """SGLang's memory-accounting variants: what the capacity planner does differently per SGLang era.
 
-Standard library only: shipped to the GPU host as ``module_utils/sglbench_hostlib/capacity_variants.py`` beside
-``sglbench_capacity``. :mod:`capacity` runs the planning stages; wherever SGLang's startup accounting
+Standard library only: shipped to the GPU host inside ``module_utils/sglbench_hostlib/`` beside
+:mod:`capacity`, which runs the planning stages; wherever SGLang's startup accounting
 differs between eras, a stage asks the plan's :class:`AccountingVariant` (docs/capacity.md, "Accounting
 variants"):
 

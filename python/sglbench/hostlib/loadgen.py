@@ -52,7 +52,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import load_points, server_api
+from . import load_points, result_schema, server_api
 from . import loadgen_api as api_mod
 from . import loadgen_http as http_mod
 from . import metrics as metrics_mod
@@ -1068,32 +1068,9 @@ def run_campaign(spec: BenchSpec, progress: Callable[[str], None] | None = None)
 
 
 def campaign_summary(result: CampaignResult) -> dict[str, Any]:
-    """The summary.json document: run meta, one entry per (point, repeat), aggregates over repeats."""
-    points = [pr.summary for pr in result.points]
-    aggregates = []
-    seen: dict[str, list[dict[str, Any]]] = {}
-    for pr in result.points:
-        seen.setdefault(pr.point.label(), []).append(pr.summary)
-    for pr in result.points:
-        label = pr.point.label()
-        if label not in seen:
-            continue
-        group = seen.pop(label)
-        aggregates.append(
-            {
-                "point": label,
-                "concurrency": pr.point.concurrency,
-                "request_rate": pr.point.rate_json,
-                **metrics_mod.aggregate_repeats(group),
-            }
-        )
-    return {
-        "schema": SUMMARY_SCHEMA,
-        "simulated": bool(result.meta.get("simulated")),
-        "meta": result.meta,
-        "points": points,
-        "aggregates": aggregates,
-    }
+    """The summary.json document (``result_schema.bench_summary``): run meta, one entry per (point,
+    repeat), aggregates over repeats."""
+    return result_schema.bench_summary([pr.summary for pr in result.points], result.meta)
 
 
 def record_rows(result: CampaignResult) -> list[dict[str, Any]]:

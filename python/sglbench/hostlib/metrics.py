@@ -348,6 +348,107 @@ def error_rate_reason(
     return text
 
 
+def _counts(ok_pairs: Sequence[tuple[Any, RequestMetrics]], recs: Sequence[Any]) -> dict[str, dict[str, int]]:
+    """How the point's tokens were counted, how requests finished, and which errors occurred (x times)."""
+    sources: dict[str, int] = {}
+    chunk_sources: dict[str, int] = {}
+    finish: dict[str, int] = {}
+    for r, _ in ok_pairs:
+        s = _get(r, "token_source") or "none"
+        sources[s] = sources.get(s, 0) + 1
+        cs = _get(r, "chunk_token_source") or "server"
+        chunk_sources[cs] = chunk_sources.get(cs, 0) + 1
+        f = _get(r, "finish_reason") or "unknown"
+        finish[f] = finish.get(f, 0) + 1
+    errors: dict[str, int] = {}
+    for r in recs:
+        e = _get(r, "error")
+        if e is not None:
+            errors[e[:160]] = errors.get(e[:160], 0) + 1
+    return {
+        "token_source": sources,
+        "chunk_token_source": chunk_sources,
+        "finish_reasons": finish,
+        "errors": errors,
+    }
+
+
+def _throughput(
+    recs: Sequence[Any], ok_pairs: Sequence[tuple[Any, RequestMetrics]]
+) -> tuple[float, dict[str, Any]]:
+    """The measured window (first send -> last end) and the totals and rates over it."""
+    sends = [_get(r, "sent_s") for r in recs if _get(r, "sent_s") is not None]
+    ends = [_get(r, "end_s") for r in recs if _get(r, "end_s") is not None]
+    duration = (max(ends) - min(sends)) if sends and ends else 0.0
+    out_tokens = sum(m.output_tokens for r, m in ok_pairs)
+    n_chunks = sum(len(m.icl_s) + 1 for _, m in ok_pairs if m.ttft_s is not None)
+    in_tokens = sum(_get(r, "prompt_tokens") or 0 for r, _ in ok_pairs)
+    e2e_sum = math.fsum(m.e2e_s for _, m in ok_pairs if m.e2e_s is not None)
+
+    def per_s(total: float) -> float | None:
+        return total / duration if duration > 0 else None
+
+    return duration, {
+        "duration_s": duration,
+        "total_output_tokens": out_tokens,
+        "total_input_tokens": in_tokens,
+        "output_throughput_tok_s": per_s(out_tokens),
+        "input_throughput_tok_s": per_s(in_tokens),
+        "request_throughput": per_s(len(ok_pairs)),
+        "total_chunks": n_chunks,
+        "chunk_throughput": per_s(n_chunks),
+        "mean_concurrency": per_s(e2e_sum),
+    }
+
+
+def _latencies(
+    metrics: Sequence[RequestMetrics], ok_pairs: Sequence[tuple[Any, RequestMetrics]]
+) -> dict[str, Any]:
+    """The latency and per-request distributions of the point (ms, tok/s, tokens)."""
+    itl: list[float] = []
+    icl: list[float] = []
+    for _, m in ok_pairs:
+        itl.extend(m.itl_s)
+        icl.extend(m.icl_s)
+    return {
+        "ttft_ms": distribution((m.ttft_s for _, m in ok_pairs if m.ttft_s is not None), 1000.0),
+        "tpot_ms": distribution((m.tpot_s for _, m in ok_pairs if m.tpot_s is not None), 1000.0),
+        "itl_ms": distribution(itl, 1000.0),
+        "icl_ms": distribution(icl, 1000.0),
+        "e2e_ms": distribution((m.e2e_s for _, m in ok_pairs if m.e2e_s is not None), 1000.0),
+        "queue_ms": distribution((m.queue_s for m in metrics if m.queue_s is not None), 1000.0),
+        "decode_tok_s": distribution(m.decode_tok_s for _, m in ok_pairs if m.decode_tok_s is not None),
+        "output_tokens": distribution(float(m.output_tokens) for _, m in ok_pairs),
+    }
+
+
+def _acceptance(
+    ok_pairs: Sequence[tuple[Any, RequestMetrics]], server_accept_length: float | None
+) -> dict[str, Any]:
+    """Speculative acceptance: per request, token-weighted, and against the server's own counters."""
+    acc = [m.accept_length for _, m in ok_pairs if m.accept_length is not None]
+    verify_total = sum(_get(r, "spec_verify_ct") or 0 for r, _ in ok_pairs)
+    spec_tokens = sum(m.output_tokens for r, m in ok_pairs if _get(r, "spec_verify_ct"))
+    srv = [
+        (m.accept_length, m.server_accept_length)
+        for _, m in ok_pairs
+        if m.accept_length is not None and m.server_accept_length is not None
+    ]
+    token_weighted = spec_tokens / verify_total if verify_total else None
+    return {
+        "accept_length_mean": math.fsum(acc) / len(acc) if acc else None,
+        "accept_length_token_weighted": token_weighted,
+        "accept_length": distribution(acc),
+        "accept_length_server_mismatch_max": max((abs(a - b) for a, b in srv), default=None),
+        "server_avg_spec_accept_length": server_accept_length,
+        "accept_length_vs_server_counter": (
+            token_weighted - server_accept_length
+            if token_weighted is not None and server_accept_length is not None
+            else None
+        ),
+    }
+
+
 def summarize_point(
     records: Sequence[Any],
     *,
@@ -365,46 +466,8 @@ def summarize_point(
     recs = [r for r in records if not _get(r, "warmup", False)]
     metrics = [request_metrics(r) for r in recs]
     ok_pairs = [(r, m) for r, m in zip(recs, metrics, strict=False) if is_ok(r)]
-    sends = [_get(r, "sent_s") for r in recs if _get(r, "sent_s") is not None]
-    ends = [_get(r, "end_s") for r in recs if _get(r, "end_s") is not None]
-    duration = (max(ends) - min(sends)) if sends and ends else 0.0
-    out_tokens = sum(m.output_tokens for r, m in ok_pairs)
-    n_chunks = sum(len(m.icl_s) + 1 for _, m in ok_pairs if m.ttft_s is not None)
-    in_tokens = sum(_get(r, "prompt_tokens") or 0 for r, _ in ok_pairs)
-    e2e_sum = math.fsum(m.e2e_s for _, m in ok_pairs if m.e2e_s is not None)
-
-    itl: list[float] = []
-    icl: list[float] = []
-    for _, m in ok_pairs:
-        itl.extend(m.itl_s)
-        icl.extend(m.icl_s)
-
-    acc = [m.accept_length for _, m in ok_pairs if m.accept_length is not None]
-    verify_total = sum(_get(r, "spec_verify_ct") or 0 for r, _ in ok_pairs)
-    spec_tokens = sum(m.output_tokens for r, m in ok_pairs if _get(r, "spec_verify_ct"))
-    srv = [
-        (m.accept_length, m.server_accept_length)
-        for _, m in ok_pairs
-        if m.accept_length is not None and m.server_accept_length is not None
-    ]
-    token_weighted = spec_tokens / verify_total if verify_total else None
-
-    sources: dict[str, int] = {}
-    chunk_sources: dict[str, int] = {}
-    finish: dict[str, int] = {}
-    for r, _ in ok_pairs:
-        s = _get(r, "token_source") or "none"
-        sources[s] = sources.get(s, 0) + 1
-        cs = _get(r, "chunk_token_source") or "server"
-        chunk_sources[cs] = chunk_sources.get(cs, 0) + 1
-        f = _get(r, "finish_reason") or "unknown"
-        finish[f] = finish.get(f, 0) + 1
-    errors: dict[str, int] = {}
-    for r in recs:
-        e = _get(r, "error")
-        if e is not None:
-            errors[e[:160]] = errors.get(e[:160], 0) + 1
-
+    duration, throughput = _throughput(recs, ok_pairs)
+    counts = _counts(ok_pairs, recs)
     n_err = len(recs) - len(ok_pairs)
     summary: dict[str, Any] = {
         "n_requests": len(recs),
@@ -412,37 +475,10 @@ def summarize_point(
         "n_err": n_err,
         "error_rate": n_err / len(recs) if recs else None,
         "max_error_rate": max_error_rate,
-        "duration_s": duration,
-        "total_output_tokens": out_tokens,
-        "total_input_tokens": in_tokens,
-        "output_throughput_tok_s": out_tokens / duration if duration > 0 else None,
-        "input_throughput_tok_s": in_tokens / duration if duration > 0 else None,
-        "request_throughput": len(ok_pairs) / duration if duration > 0 else None,
-        "total_chunks": n_chunks,
-        "chunk_throughput": n_chunks / duration if duration > 0 else None,
-        "mean_concurrency": e2e_sum / duration if duration > 0 else None,
-        "ttft_ms": distribution((m.ttft_s for _, m in ok_pairs if m.ttft_s is not None), 1000.0),
-        "tpot_ms": distribution((m.tpot_s for _, m in ok_pairs if m.tpot_s is not None), 1000.0),
-        "itl_ms": distribution(itl, 1000.0),
-        "icl_ms": distribution(icl, 1000.0),
-        "e2e_ms": distribution((m.e2e_s for _, m in ok_pairs if m.e2e_s is not None), 1000.0),
-        "queue_ms": distribution((m.queue_s for m in metrics if m.queue_s is not None), 1000.0),
-        "decode_tok_s": distribution(m.decode_tok_s for _, m in ok_pairs if m.decode_tok_s is not None),
-        "output_tokens": distribution(float(m.output_tokens) for _, m in ok_pairs),
-        "accept_length_mean": math.fsum(acc) / len(acc) if acc else None,
-        "accept_length_token_weighted": token_weighted,
-        "accept_length": distribution(acc),
-        "accept_length_server_mismatch_max": max((abs(a - b) for a, b in srv), default=None),
-        "server_avg_spec_accept_length": server_accept_length,
-        "accept_length_vs_server_counter": (
-            token_weighted - server_accept_length
-            if token_weighted is not None and server_accept_length is not None
-            else None
-        ),
-        "token_source": sources,
-        "chunk_token_source": chunk_sources,
-        "finish_reasons": finish,
-        "errors": errors,
+        **throughput,
+        **_latencies(metrics, ok_pairs),
+        **_acceptance(ok_pairs, server_accept_length),
+        **counts,
         "goodput": goodput(recs, metrics, duration, slo) if slo is not None else None,
         "peak_output_tok_s": peak_output_tok_s([r for r, _ in ok_pairs]),
         "by_category": by_category(ok_pairs),
@@ -451,7 +487,7 @@ def summarize_point(
     reasons = list(health["reasons"]) if health else []
     if not ok_pairs:
         reasons.append("no request succeeded")
-    err_reason = error_rate_reason(len(recs), n_err, errors, max_error_rate)
+    err_reason = error_rate_reason(len(recs), n_err, counts["errors"], max_error_rate)
     if err_reason is not None:
         reasons.append(err_reason)
     summary["client"] = health

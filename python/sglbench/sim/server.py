@@ -414,7 +414,8 @@ class SimServer:
         if plan.failure_stage == "worker":
             raise StartupFailure(str(plan.failure_message), _frames_worker_assert())
         if boot.spec and boot.draft_config is not None:
-            if not _draft_in_static_pool(plan):  # V1-V3: the draft worker after the target is sized, from the slack
+            # V1-V3: the draft worker after the target is sized, from the slack
+            if not _draft_in_static_pool(plan):
                 self._start_draft_worker(boot)
             self._capture_graphs(boot, graph_total - target_graph)
         if boot.spec and sglang_facts.spec_algorithm(boot.spec).family == sglang_facts.FAMILY_DFLASH:
