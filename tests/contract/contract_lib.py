@@ -222,8 +222,11 @@ def start(side: str, log: Path, extra: list[str], state_dir: Path) -> Server:
     return start_real(log, extra) if side == "real" else start_stand_in(log, extra, state_dir)
 
 
-def launch_command(side: str, args: list[str], state_dir: Path, timeout: float = 120) -> tuple[int, str, str]:
-    """Run ``python -m sglang.launch_server ARGS`` of one side to its exit: (code, stdout, stderr)."""
+def launch_command(side: str, args: list[str], state_dir: Path, timeout: float = 300) -> tuple[int, str, str]:
+    """Run ``python -m sglang.launch_server ARGS`` of one side to its exit: (code, stdout, stderr).
+
+    The real release imports torch and its kernels before argparse answers: ~5 s on a quiet machine,
+    over 120 s on a loaded 2-core one, hence the generous bound."""
     if side == "real":
         need_real_env()
         cmd = ["bash", "-c", f'source "{ROOT}/env.sh" && exec "{ROOT}/venv/bin/python" "$@"', "python"]

@@ -26,7 +26,10 @@ from contract_lib import (
     wait_gone,
 )
 
-LIMITS = ["--max-total-tokens", "1024", "--max-running-requests", "2", "--max-queued-requests", "2"]
+MAX_RUNNING, MAX_QUEUED = 2, 2
+LIMITS = ["--max-total-tokens", "1024", "--max-running-requests", str(MAX_RUNNING)]
+LIMITS += ["--max-queued-requests", str(MAX_QUEUED)]
+FINISHED_WITHIN_LIMITS = "more than --max-running-requests, at most it plus --max-queued-requests"
 # The stand-in decodes the tiny model on a simulated GPU in microseconds; heavier simulated weights on
 # a slow simulated memory bus make a 300-token request take ~1.5 s as on the real CPU engine, so that
 # the requests overlap as they do there (a decode step reads the weights once: 0.5 GiB at 1 GB/s,
@@ -106,11 +109,19 @@ def test_requests_over_max_running_requests_queue(server: Server) -> None:
         reason = last["meta_info"]["finish_reason"]
         (aborted if reason["type"] == "abort" else finished).append((status, events, last, reason))
     abort = aborted[0][2] if aborted else {}
+    # Which of the six find the queue full depends on when each one reaches the scheduler (a loaded
+    # machine admits them at other instants), so the counts are held to what the limits allow: more
+    # than --max-running-requests finish (some waited), at most it plus --max-queued-requests, the rest
+    # are aborted; a count outside that is reported as the number itself.
+    n_finished, n_aborted = len(finished), len(aborted)
+    waiting = busy["num_waiting_reqs"]
     observed = {
         "statuses": sorted(r[0] for r in results.values()),
-        "finished": len(finished),
-        "finished_lengths": sorted(len(e[2]["output_ids"]) for e in finished),
-        "aborted": len(aborted),
+        "finished": (
+            FINISHED_WITHIN_LIMITS if MAX_RUNNING < n_finished <= MAX_RUNNING + MAX_QUEUED else n_finished
+        ),
+        "aborted": "the rest" if n_aborted >= 1 and n_finished + n_aborted == len(threads) else n_aborted,
+        "finished_lengths": sorted({len(e[2]["output_ids"]) for e in finished}),
         "abort_events": sorted({len(a[1]) for a in aborted}),
         "abort_event": {
             "keys": sorted(abort),
@@ -119,7 +130,10 @@ def test_requests_over_max_running_requests_queue(server: Server) -> None:
             "text": abort.get("text"),
             "output_ids": abort.get("output_ids"),
         },
-        "while_busy": {"running": busy["num_running_reqs"], "waiting": busy["num_waiting_reqs"]},
+        "while_busy": {
+            "running": busy["num_running_reqs"],
+            "waiting": f"1-{MAX_QUEUED}" if 1 <= waiting <= MAX_QUEUED else waiting,
+        },
     }
     check(server.side, "queue.over_max_running", observed)
 
