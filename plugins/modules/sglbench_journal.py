@@ -37,12 +37,7 @@ options:
     description: Seconds to wait for late journal lines of a process that just exited.
     type: float
     default: 1.0
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-author:
+extends_documentation_fragment:
   - sglbench
 """
 
