@@ -454,7 +454,8 @@ margin:14px 0}
 .card{background:#fff;border:1px solid #dde1e6;border-radius:8px;padding:10px 14px;min-width:150px}
 .card b{display:block;font-size:22px}.card span{color:#555;font-size:13px}
 .ok{color:#1b7f3b}.bad{color:#b3261e}.warn{color:#9a6700}
-table{border-collapse:collapse;background:#fff;font-size:13px;margin:6px 0 12px;width:100%}
+.wide{overflow-x:auto;margin:6px 0 12px}
+table{border-collapse:collapse;background:#fff;font-size:13px;width:100%}
 th,td{border:1px solid #dde1e6;padding:4px 7px;text-align:right;vertical-align:top;white-space:nowrap}
 td.l,th.l{text-align:left}td.w{white-space:normal;text-align:left;min-width:220px}
 th{background:#eef1f4;text-align:center;white-space:normal}
@@ -501,7 +502,9 @@ def _html_table(
             for c in cols
         )
         body.append(f"<tr{cls}>{cells}</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    # A table wider than the column scrolls inside its own box; the page never scrolls sideways.
+    table = f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    return f'<div class="wide">{table}</div>'
 
 
 def _flag(key: Any) -> str:
