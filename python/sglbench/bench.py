@@ -3,7 +3,8 @@
 ``python/sglbench/cli/bench.py``.
 
 Check the parsed arguments, build a :class:`~sglbench.hostlib.loadgen.BenchSpec`, run it, write
-``summary.json`` + ``requests.jsonl`` (+ ``requests.parquet`` when pyarrow is importable) atomically.
+``summary.json`` + ``requests.jsonl`` (+ ``requests.parquet``, :mod:`sglbench.columnar`, when pyarrow is
+importable) atomically.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from sglbench.hostlib import loadgen, metrics, prompts
-from sglbench.hostlib.atomic_file import atomic_path, write_atomic
+from sglbench.hostlib.atomic_file import write_atomic
 from sglbench.records import stand_in_time_scale
 
 SCHEMA = loadgen.SUMMARY_SCHEMA
@@ -157,19 +158,15 @@ def write_results(result: loadgen.CampaignResult, out: Path) -> list[Path]:
 
 
 def write_parquet(rows: list[dict[str, Any]], path: Path) -> Path | None:
+    """The rows as ``requests.parquet`` with the derived columns (:mod:`sglbench.columnar`); None without
+    pyarrow or rows."""
     try:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
+        from sglbench import columnar
     except ImportError:
         return None
     if not rows:
         return None
-    # One type per column: an all-at-once point's rate is "inf" in JSON, a float here.
-    rows = [{**r, "request_rate": math.inf} if r.get("request_rate") == "inf" else r for r in rows]
-    table = pa.Table.from_pylist(rows)
-    with atomic_path(path, RESULT_MODE) as tmp:
-        pq.write_table(table, tmp)
-    return path
+    return columnar.write_rows(rows, path, RESULT_MODE)
 
 
 def _fmt(v: Any, spec: str = ".1f") -> str:

@@ -27,6 +27,7 @@ from typing import Any
 import pandas as pd
 
 from sglbench import bootstrap
+from sglbench.records import RecordError
 from sglbench.results import Results
 from sglbench.summarize import CELL_KEYS, _samples, check_seed, fmt_ci, load_or_exit
 
@@ -38,7 +39,7 @@ GONE = "regression: gone (in A, not in B)"
 
 def _cells(res: Results, keys: list[str]) -> dict[tuple[Any, ...], dict[str, Any]]:
     out: dict[tuple[Any, ...], dict[str, Any]] = {}
-    samples = _samples(res.points, res.requests) if len(res.points) else {}
+    samples = _samples(res.points, res.request_tokens()) if len(res.points) else {}
     conc = {}
     for row in res.points.itertuples(index=False):
         conc[(row.config, row.tp, row.point)] = row.concurrency
@@ -260,7 +261,13 @@ def run_compare(args: argparse.Namespace) -> int:
     b = load_or_exit([args.run_b], "compare") if a is not None else None
     if a is None or b is None:
         return 2
-    table = compare(a, b, min_effect=args.min_effect, no_ci_threshold=args.no_ci_threshold, seed=args.seed)
+    try:
+        table = compare(
+            a, b, min_effect=args.min_effect, no_ci_threshold=args.no_ci_threshold, seed=args.seed
+        )
+    except RecordError as exc:  # request rows damaged past the file's footer, found when read
+        print(f"sglbench compare: error: {exc}", file=sys.stderr)
+        return 2
     if args.format == "csv":
         sys.stdout.write(table.to_csv(index=False))
     else:

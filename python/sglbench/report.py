@@ -31,10 +31,13 @@ from matplotlib.figure import Figure
 
 from sglbench import bootstrap, outfiles
 from sglbench.hostlib import result_schema
+from sglbench.records import RecordError
 from sglbench.results import Results
 from sglbench.summarize import display_rows, load_or_exit, summary_table
 
 DPI = 100
+# The request columns the plots use: the report reads no other column of the request rows.
+REPORT_REQUEST_COLUMNS = ("tp", "config", "category", "ok", "ttft_ms", "e2e_ms", "accept_length")
 # What to do about each failure cause (classified by hostlib/sglang_logs.py and the cycle role).
 CAUSE_ADVICE = {
     "zero_requests": "SGLang computed zero request slots: the Mamba state pool cannot hold the requested "
@@ -239,7 +242,8 @@ def plot_speedup(table: pd.DataFrame, colors: dict[str, str]) -> Plot:
 
 def plot_latency(res: Results, table: pd.DataFrame, colors: dict[str, str]) -> Plot:
     key, title = "latency", "Latency distributions"
-    req = res.requests[res.requests["ok"].astype(bool)] if len(res.requests) else res.requests
+    req = res.request_columns(REPORT_REQUEST_COLUMNS)
+    req = req[req["ok"].astype(bool)] if len(req) else req
     if len(req) and req["ttft_ms"].notna().any():
         tps = sorted(req["tp"].unique())
         n_cfg = int(req.groupby("tp")["config"].nunique().max())
@@ -311,7 +315,7 @@ def plot_latency(res: Results, table: pd.DataFrame, colors: dict[str, str]) -> P
 
 def plot_acceptance(res: Results, table: pd.DataFrame, colors: dict[str, str]) -> Plot:
     key, title = "acceptance", "Acceptance length by prompt category"
-    req = res.requests
+    req = res.request_columns(REPORT_REQUEST_COLUMNS)
     if len(req) and req["accept_length"].notna().any():
         r = req[req["accept_length"].notna()]
         agg = r.groupby(["config", "category"])["accept_length"].mean().reset_index()
@@ -662,10 +666,11 @@ def _overview(res: Results, table: pd.DataFrame, title: str) -> list[str]:
     runs = ", ".join(res.runs["run_id"])
     started = res.runs["started_at"].dropna()
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(float(started.min()))) if len(started) else "-"
+    n_requests = len(res.request_columns(REPORT_REQUEST_COLUMNS))
     return [
         f"<h1>{_e(title)}</h1>",
         f'<p class="sub">Run {_e(runs)} · host(s) {_e(hosts)} · started {when} · '
-        f"{len(a)} config attempts, {len(res.points)} benchmark points, {len(res.requests)} requests</p>",
+        f"{len(a)} config attempts, {len(res.points)} benchmark points, {n_requests} requests</p>",
         '<div class="cards">'
         f'<div class="card"><b class="ok">{n_ok}</b><span>attempts ok</span></div>'
         f'<div class="card"><b class="warn">{n_skip}</b><span>skipped by the capacity plan</span></div>'
@@ -790,7 +795,7 @@ def run_report(args: argparse.Namespace) -> int:
     try:
         outfiles.prepare_out(args.out, example="report.html")
         written = render(res, args.out, title=args.title)
-    except (outfiles.OutputError, OSError) as exc:
+    except (outfiles.OutputError, OSError, RecordError) as exc:  # RecordError: damaged request rows
         print(f"sglbench report: error: {exc}", file=sys.stderr)
         return 2
     if res.simulated:

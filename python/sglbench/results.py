@@ -14,24 +14,31 @@ frames. Frames (one row per ...):
   the real SGLang on its CPU engine, ``--device cpu``, ...).
 - ``points``: benchmark point and repeat (attempt keys + prompt_set, concurrency, repeat, throughput and
   latency percentiles, acceptance length, valid).
-- ``requests``: measured request, when the attempt kept ``requests.jsonl``/``requests.parquet``
+- ``requests``: measured request, when the attempt kept ``requests.parquet``/``requests.jsonl``
   (attempt keys + prompt_set, concurrency, repeat, category, tokens, ttft_ms, e2e_ms, accept_length, ok).
+
+Request rows are read from their files (:mod:`sglbench.columnar`) when first asked for, and only the
+columns asked for: ``res.request_columns(["config", "ttft_ms"])`` reads one stored column per attempt,
+``res.request_tokens()`` what the bootstrap needs, ``res.requests`` every column.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
+from sglbench import columnar
 from sglbench.hostlib import result_schema
 from sglbench.hostlib.plan_policy import flag as plan_flag
-from sglbench.hostlib.result_schema import METRICS, STATS, RequestRow
-from sglbench.records import AttemptRecord, RecordError, find_record_files, load_record
+from sglbench.hostlib.result_schema import METRICS, STATS
+from sglbench.records import AttemptRecord, find_record_files, load_record
 
 # cpu_engine: measured against the real SGLang on its CPU engine (--device cpu): neither simulated nor GPU.
 ATTEMPT_KEYS = [
@@ -53,15 +60,23 @@ class ResultsError(ValueError):
     """The given path holds no results or cannot be read; the message says what was expected."""
 
 
+AttemptKey = tuple[str, str, str]  # (run_id, host, instance)
+
+
 @dataclass
 class Results:
-    """Tidy frames of one or more runs; see the module docstring for the columns."""
+    """Tidy frames of one or more runs; see the module docstring for the columns.
+
+    Request rows stay in their files until a command asks for them: :meth:`request_columns` reads only
+    the columns it is given, :meth:`request_tokens` only what the bootstrap needs; ``requests`` is the
+    whole frame (for notebooks)."""
 
     runs: pd.DataFrame
     attempts: pd.DataFrame
     points: pd.DataFrame
-    requests: pd.DataFrame
     records: list[AttemptRecord]
+    sources: dict[AttemptKey, columnar.RowSource] = field(default_factory=dict)
+    _frames: dict[tuple[str, ...], pd.DataFrame] = field(default_factory=dict, repr=False)
 
     @property
     def simulated(self) -> bool:
@@ -71,6 +86,39 @@ class Results:
     def cpu_engine(self) -> bool:
         """Some attempt ran against the real SGLang's CPU engine (``AttemptRecord.cpu_engine``)."""
         return bool(len(self.attempts)) and bool(self.attempts["cpu_engine"].any())
+
+    def _with_rows(self) -> list[tuple[AttemptRecord, columnar.RowSource]]:
+        return [
+            (r, self.sources[(r.run_id, r.host, r.instance)])
+            for r in self.records
+            if (r.run_id, r.host, r.instance) in self.sources
+        ]
+
+    def request_columns(self, columns: Iterable[str]) -> pd.DataFrame:
+        """The requests frame with only ``columns`` (of :data:`REQUEST_COLUMNS`); read once per set."""
+        cols = tuple(c for c in REQUEST_COLUMNS if c in set(columns))
+        if cols not in self._frames:
+            parts = [request_frame(r, src, list(cols)) for r, src in self._with_rows()]
+            parts = [p for p in parts if len(p)]
+            self._frames[cols] = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=cols)
+        return self._frames[cols]
+
+    @property
+    def requests(self) -> pd.DataFrame:
+        """Every measured request with every column of :data:`REQUEST_COLUMNS`."""
+        return self.request_columns(REQUEST_COLUMNS)
+
+    @property
+    def has_requests(self) -> bool:
+        return bool(self.sources)
+
+    def request_tokens(self) -> dict[tuple[Any, ...], np.ndarray]:
+        """Output tokens of successful measured requests per (run_id, host, instance, prompt_set, point,
+        repeat), in file order: the request-level part of the bootstrap."""
+        out: dict[tuple[Any, ...], np.ndarray] = {}
+        for rec, src in self._with_rows():
+            out.update(request_tokens(rec, src))
+        return out
 
 
 # -- discovery ------------------------------------------------------------------------------------
@@ -201,75 +249,82 @@ def point_rows(rec: AttemptRecord) -> list[dict[str, Any]]:
     return rows
 
 
-def _read_request_rows(path: Path) -> list[RequestRow]:
-    if path.suffix == ".parquet":
-        try:
-            raw = pd.read_parquet(path).to_dict("records")
-        except Exception as exc:  # pyarrow raises many kinds for a damaged file
-            raise RecordError(path, "<file>", f"cannot be read as Parquet ({type(exc).__name__})") from None
-        return [RequestRow.from_dict(path, f"row {n}", _plain(r)) for n, r in enumerate(raw, 1)]
-    rows = []
-    try:
-        with path.open(encoding="utf-8") as f:
-            for n, line in enumerate(f, 1):
-                line = line.strip()
-                if not line:
-                    continue
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise RecordError(path, f"line {n}", f"is not valid JSON ({exc.msg})") from None
-                except (RecursionError, ValueError):
-                    raise RecordError(path, f"line {n}", "is not a usable JSON request row") from None
-                rows.append(RequestRow.from_dict(path, f"line {n}", row))
-    except UnicodeDecodeError as exc:
-        raise RecordError(
-            path, "<file>", f"is not UTF-8 text (binary or damaged at byte {exc.start})"
-        ) from None
-    except OSError as exc:
-        raise RecordError(path, "<file>", f"cannot be read ({exc.strerror or exc})") from None
-    return rows
+# Request columns read from the rows (the attempt keys and the stand-in's scale come from the record).
+REQUEST_ROW_COLUMNS = [
+    "prompt_set",
+    "point",
+    "concurrency",
+    "repeat",
+    *REQUEST_FIELDS,
+    "ok",
+    "ttft_ms",
+    "e2e_ms",
+    "accept_length",
+]
 
 
-def _plain(row: dict[str, Any]) -> dict[str, Any]:
-    """A Parquet row with numpy arrays and scalars turned into lists and Python numbers (NaN -> None)."""
-    out: dict[str, Any] = {}
-    for k, v in row.items():
-        if hasattr(v, "tolist"):
-            v = v.tolist()
-        if isinstance(v, float) and v != v:
-            v = None
-        out[k] = v
-    return out
+def _truthy(col: pa.ChunkedArray) -> np.ndarray:
+    """A warmup/ok column as booleans (null: False; a number: nonzero)."""
+    if pa.types.is_null(col.type):
+        return np.zeros(len(col), dtype=bool)
+    if not pa.types.is_boolean(col.type):
+        col = pc.not_equal(pc.cast(col, pa.float64()), 0.0)
+    return np.asarray(pc.fill_null(col, False).to_numpy(zero_copy_only=False), dtype=bool)
 
 
-def request_rows(rec: AttemptRecord) -> list[dict[str, Any]]:
-    """Measured (non-warmup) requests of one attempt, reduced to scalar columns."""
-    path = rec.requests_file()
-    if path is None:
-        return []
-    keys = _attempt_keys(rec)
-    prompt_set = rec.benchmarks[0].prompt_set if len(rec.benchmarks) == 1 else None
+def _measured(rec: AttemptRecord, source: columnar.RowSource, columns: list[str]) -> pa.Table:
+    """``columns`` of the attempt's measured (non-warmup) rows; ``prompt_set`` filled as the record says."""
+    table = source.read([*columns, "warmup"])
+    keep = ~_truthy(table.column("warmup"))
+    table = table.drop(["warmup"])
+    if not keep.all():
+        table = table.filter(pa.array(keep))
+    if "prompt_set" in columns:
+        fallback = rec.benchmarks[0].prompt_set if len(rec.benchmarks) == 1 else None
+        ps = table.column("prompt_set")
+        ps = pa.nulls(len(ps), pa.string()) if pa.types.is_null(ps.type) else ps.cast(pa.string())
+        filled = pc.if_else(pc.fill_null(pc.not_equal(ps, ""), False), ps, fallback or "default")
+        table = table.set_column(table.column_names.index("prompt_set"), "prompt_set", filled)
+    return table
+
+
+def request_frame(
+    rec: AttemptRecord, source: columnar.RowSource, columns: list[str] | None = None
+) -> pd.DataFrame:
+    """Measured (non-warmup) requests of one attempt: the attempt keys plus ``columns`` of
+    :data:`REQUEST_COLUMNS` (all by default); only the row columns asked for are read."""
+    wanted = [c for c in (columns or REQUEST_COLUMNS) if c in REQUEST_COLUMNS]
+    row_cols = [c for c in REQUEST_ROW_COLUMNS if c in wanted]
+    frame = _measured(rec, source, row_cols).to_pandas()
     scale = rec.benchmarks[0].sim_time_scale if len(rec.benchmarks) == 1 else None
-    out = []
-    for req in _read_request_rows(path):
-        if req.warmup:
-            continue
-        raw = req.raw
-        row = dict(keys)
-        row["prompt_set"] = raw.get("prompt_set") or prompt_set or "default"
-        row["point"] = raw.get("point")
-        row["concurrency"] = raw.get("concurrency")
-        row["repeat"] = raw.get("repeat", 0)
-        for k in REQUEST_FIELDS:
-            row[k] = raw.get(k)
-        row["ok"] = req.ok
-        row["sim_time_scale"] = scale
-        row["ttft_ms"] = _real_time(req.ttft_ms(), scale, "time")
-        row["e2e_ms"] = _real_time(req.e2e_ms(), scale, "time")
-        row["accept_length"] = req.accept_length()
-        out.append(row)
-    return out
+    for col in ("ttft_ms", "e2e_ms"):
+        if col in frame and scale is not None:
+            frame[col] = frame[col] / scale
+    if "ok" in frame:
+        frame["ok"] = frame["ok"].astype(bool)
+    keys = {**_attempt_keys(rec), "sim_time_scale": scale}
+    for k, v in keys.items():
+        if k in wanted:
+            frame[k] = v
+    return frame[wanted]
+
+
+def request_tokens(rec: AttemptRecord, source: columnar.RowSource) -> dict[tuple[Any, ...], np.ndarray]:
+    """Output tokens of the successful measured requests, per (attempt keys, prompt set, point, repeat)
+    in file order (missing counts are 0); reads four columns of the rows."""
+    table = _measured(rec, source, ["prompt_set", "point", "repeat", "ok", "completion_tokens"])
+    table = table.filter(pa.array(_truthy(table.column("ok"))))
+    if not table.num_rows:
+        return {}
+    tokens = np.nan_to_num(columnar.floats(table.column("completion_tokens")), nan=0.0)
+    parts = pd.DataFrame({c: table.column(c).to_pandas() for c in ("prompt_set", "point", "repeat")})
+    head = (rec.run_id, rec.host, rec.instance)
+    return {
+        (*head, *(key if isinstance(key, tuple) else (key,))): tokens[idx]
+        for key, idx in parts.groupby(
+            ["prompt_set", "point", "repeat"], sort=False, dropna=False
+        ).indices.items()
+    }
 
 
 def _frame(rows: list[dict[str, Any]], columns: list[str]) -> pd.DataFrame:
@@ -354,7 +409,11 @@ def from_records(records: list[AttemptRecord], run_dirs: list[Path] | None = Non
     check_unique(records)
     attempts = _frame([attempt_row(r) for r in records], ATTEMPT_COLUMNS)
     points = _frame([row for r in records for row in point_rows(r)], POINT_COLUMNS)
-    requests = _frame([row for r in records for row in request_rows(r)], REQUEST_COLUMNS)
+    sources = {}
+    for rec in records:
+        path = rec.requests_file()
+        if path is not None:
+            sources[(rec.run_id, rec.host, rec.instance)] = columnar.open_rows(path)
     run_rows = []
     dirs = {r.run_id: str(r.path.parent.parent.parent) for r in records}
     for run_id in sorted({r.run_id for r in records}):
@@ -392,7 +451,7 @@ def from_records(records: list[AttemptRecord], run_dirs: list[Path] | None = Non
             "ended_at",
         ],
     )
-    return Results(runs=runs, attempts=attempts, points=points, requests=requests, records=records)
+    return Results(runs=runs, attempts=attempts, points=points, records=records, sources=sources)
 
 
 def load(paths: Path | str | Iterable[Path | str]) -> Results:

@@ -7,7 +7,7 @@ the checkout. Layout and rules: docs/records.md, section "Resumable results".
 Controller layout of one config attempt (``<results>/<run_id>/<host>/<config>-tp<N>/``)::
 
     record.json                 the attempt record (written last, in the cycle's always)
-    requests.jsonl              derived: the request rows of the kept points, in point order
+    requests.parquet            derived: the request rows of the kept points, in point order
     points/<key>.json           one load point and repeat, e.g. c4-r1 (schema sglbench.point/1); the commit
     points/<key>.requests.jsonl its per-request rows (renamed into place before the point file is written)
     .incoming/                  fetches in flight (a killed run leaves partial files here)
@@ -38,8 +38,9 @@ POINTS_DIR = "points"
 INCOMING_DIR = ".incoming"
 PREVIOUS_DIR = "previous"
 REQUESTS_FILE = "requests.jsonl"
+PARQUET_FILE = "requests.parquet"
 # Files of one attempt that a new attempt replaces (moved aside first, never overwritten in place).
-ATTEMPT_FILES = ("record.json", "journal.log", "unit.service", REQUESTS_FILE)
+ATTEMPT_FILES = ("record.json", "journal.log", "unit.service", PARQUET_FILE, REQUESTS_FILE)
 DEFAULT_LADDER_CAP = load_points.DEFAULT_LADDER_CAP
 # Keys of the load parameters left out of the identity hash: they change how a point is judged, not what is
 # measured, and only points without a failed request are ever reused, whose judgement they cannot change.
@@ -377,7 +378,7 @@ def assemble_benchmark(
 ) -> dict[str, Any] | None:
     """The record's ``benchmark`` (schema sglbench.bench/1) from the done point files, in ladder order.
 
-    Also writes the derived ``requests.jsonl`` (rows of those points, atomically). None when no point is
+    Also writes the derived ``requests.parquet`` (rows of those points, atomically). None when no point is
     done. ``resume`` in the result says which points this run measured and which it reused.
     """
     exp = list(expected)
@@ -408,13 +409,36 @@ def assemble_benchmark(
 
 
 def _write_requests(attempt_dir: str, docs: list[dict[str, Any]]) -> None:
-    chunks = []
+    """The attempt's rows as ``requests.parquet`` (:mod:`sglbench.columnar`, imported here only: it needs
+    pyarrow, which a bare ``ansible-playbook`` may lack); as ``requests.jsonl`` (the rows as fetched, for
+    the reader to check and name what is wrong) without pyarrow or when a row breaks the contract."""
+    sources = []
     for d in docs:
         rel = d.get("requests_file")
-        if not rel:
-            continue
+        if rel and os.path.isfile(os.path.join(attempt_dir, rel)):
+            sources.append(os.path.join(attempt_dir, rel))
+    if not sources:
+        return
+    try:
+        from pathlib import Path
+
+        from sglbench import columnar
+    except ImportError:
+        columnar = None  # type: ignore[assignment]
+    if columnar is not None:
         try:
-            with open(os.path.join(attempt_dir, rel), encoding="utf-8") as fh:
+            columnar.write_jsonl_files([Path(p) for p in sources], Path(attempt_dir) / PARQUET_FILE)
+            return
+        except (ValueError, TypeError):  # a row against the contract (RecordError), or one Arrow cannot type
+            pass
+    _write_jsonl(attempt_dir, sources)
+
+
+def _write_jsonl(attempt_dir: str, sources: list[str]) -> None:
+    chunks = []
+    for src in sources:
+        try:
+            with open(src, encoding="utf-8") as fh:
                 text = fh.read()
         except OSError:
             continue

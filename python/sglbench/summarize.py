@@ -24,6 +24,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from sglbench import bootstrap, outfiles
@@ -73,16 +74,9 @@ TABLE_COLUMNS = [
 
 
 def _samples(
-    points: pd.DataFrame, requests: pd.DataFrame
+    points: pd.DataFrame, tokens: dict[tuple[Any, ...], np.ndarray]
 ) -> dict[tuple[Any, ...], list[bootstrap.RepeatSample]]:
-    """Repeat samples per cell key (with per-request tokens when request rows exist)."""
-    tokens: dict[tuple[Any, ...], tuple[float, ...]] = {}
-    if len(requests):
-        ok = requests[requests["ok"].astype(bool)]
-        for key, grp in ok.groupby(
-            ["run_id", "host", "instance", "prompt_set", "point", "repeat"], dropna=False
-        ):
-            tokens[tuple(key)] = tuple(float(x) for x in grp["completion_tokens"].fillna(0))
+    """Repeat samples per cell key (with per-request tokens, ``Results.request_tokens``, where kept)."""
     out: dict[tuple[Any, ...], list[bootstrap.RepeatSample]] = {}
     for row in points.itertuples(index=False):
         if row.output_throughput_tok_s is None or pd.isna(row.output_throughput_tok_s):
@@ -207,7 +201,7 @@ def summary_table(
     """The tidy summary (one row per cell, see the module docstring); columns = ``TABLE_COLUMNS``."""
     rows: list[dict[str, Any]] = []
     pts = res.points
-    samples = _samples(pts, res.requests) if len(pts) else {}
+    samples = _samples(pts, res.request_tokens()) if len(pts) else {}
     attempts = res.attempts.set_index(["run_id", "host", "instance"]) if len(res.attempts) else None
     if len(pts):
         assert attempts is not None
@@ -438,7 +432,7 @@ def run_summarize(args: argparse.Namespace) -> int:
                 print(f"wrote {args.out}")
             else:
                 sys.stdout.write(text)
-    except outfiles.OutputError as exc:
+    except (outfiles.OutputError, RecordError) as exc:  # RecordError: request rows damaged past the footer
         print(f"sglbench summarize: error: {exc}", file=sys.stderr)
         return 2
     return exit_code(res)

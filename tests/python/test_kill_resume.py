@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
@@ -189,7 +190,7 @@ def test_kill_mid_benchmark_then_resume(sim_host: str, tmp_path: Path) -> None:
         assert sorted(p.stem for p in (d / "points").glob("*.json")) == KEYS
         pts = [(p["point"], p["repeat"]) for p in rec["benchmark"]["points"]]
         assert pts == [("c1", 0), ("c1", 1), ("c2", 0), ("c2", 1)]  # each point once, in order
-        rows = [json.loads(line) for line in (d / "requests.jsonl").read_text().splitlines()]
+        rows = pq.read_table(d / "requests.parquet").to_pylist()
         measured = [(r["point"], r["repeat"]) for r in rows if not r.get("warmup")]
         for point in pts:  # every point's requests once: num_prompts rows, no duplicate request index
             idx = [r["idx"] for r in rows if (r["point"], r["repeat"]) == point and not r.get("warmup")]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from sglbench import resume
@@ -118,8 +119,9 @@ def test_assemble_orders_points_and_writes_requests(tmp_path: Path) -> None:
     assert [(p["point"], p["repeat"]) for p in bench["points"]] == [("c1", 0), ("c1", 1), ("c2", 0)]
     assert [a["point"] for a in bench["aggregates"]] == ["c1", "c2"]
     assert bench["resume"]["measured"] == ["c2-r0"] and bench["resume"]["missing"] == ["c2-r1"]
-    rows = (tmp_path / "requests.jsonl").read_text().splitlines()
-    assert [json.loads(r)["repeat"] for r in rows] == [0, 1, 0]
+    rows = pq.read_table(tmp_path / "requests.parquet").to_pylist()
+    assert [r["repeat"] for r in rows] == [0, 1, 0]
+    assert not (tmp_path / "requests.jsonl").exists()  # JSONL is an export, not written here
 
 
 def _record(d: Path, outcome: str, h: str, points: list) -> None:

@@ -23,6 +23,7 @@ SUBCOMMANDS: list[tuple[str, str]] = [
     ("report", "sglbench.cli.report"),
     ("schedule", "sglbench.cli.schedule"),
     ("prune", "sglbench.cli.prune"),
+    ("migrate", "sglbench.cli.migrate"),
 ]
 
 
