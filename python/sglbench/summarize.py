@@ -320,7 +320,7 @@ def display_rows(table: pd.DataFrame) -> list[dict[str, str]]:
         d["config"] = str(r["config"])
         d["algorithm"] = str(r["algorithm"])
         if multi_set:
-            d["prompts"] = str(r["prompt_set"]) if r["prompt_set"] is not None else "-"
+            d["prompts"] = r["prompt_set"] if isinstance(r["prompt_set"], str) else "-"  # NaN: no points
         d["conc"] = _int(r["concurrency"]) if r["point"] is not None else "-"
         d["output tok/s [95% CI]"] = fmt_ci(r["tok_s"], r["tok_s_ci_low"], r["tok_s_ci_high"])
         d["speedup [95% CI]"] = (

@@ -314,3 +314,15 @@ def test_tpot_percentiles_reach_the_table_and_its_markdown(tmp_path: Path) -> No
     col = header.split(" | ").index("TPOT p50/p99 ms")
     assert header.split(" | ").index("TTFT p50/p99 ms") < col < header.split(" | ").index("ITL p50/p99 ms")
     assert cells.split(" | ")[col] == "5.00 / 10.00"
+
+
+def test_an_attempt_without_points_shows_a_dash_for_its_prompt_set(tmp_path: Path) -> None:
+    """Several prompt sets give a prompts column; a skipped attempt has none: a dash, not nan."""
+    for config, prompts in (("ar", "chat"), ("ar2", "code")):
+        bench = rf.bench([rf.point(1, 0, 100.0)], prompts=prompts)
+        rf.write(tmp_path, rf.record(config=config, benchmark=bench))
+    rf.write(tmp_path, rf.record(config="skipped", outcome="skipped", benchmark=None, kv_observed=None))
+    rows = summarize.display_rows(summarize.summary_table(results.load(tmp_path / "run1")))
+    by_config = {r["config"]: r for r in rows}
+    assert by_config["ar"]["prompts"] == "chat" and by_config["ar2"]["prompts"] == "code"
+    assert by_config["skipped"]["prompts"] == "-"
