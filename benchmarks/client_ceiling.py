@@ -42,6 +42,9 @@ Its CPU is the process's from ``/proc/<pid>/stat``, which sums every thread (the
 blocked in the extension and each Tokio worker, the exited ones too), over the same window; the busiest
 threads of the window are printed beside it (``/proc/<pid>/task/<tid>/stat``).
 
+``--baseline`` takes one name or a comma-separated list (e.g. ``bench_serving_rust,bench_serving``): at
+each level the clients run one after another, ours first, against the same null server.
+
 Not a test: figures depend on the machine. Example::
 
     PYTHONPATH=python python benchmarks/client_ceiling.py --baseline aiohttp
@@ -421,14 +424,14 @@ class _Marks:
     def mark(self, name: str) -> None:
         if name in self.at:
             return
+        if name == BS_END_MARK:
+            self.stop()  # so the header's reading is the last sample
         self.at[name] = self.read()
         self.threads[name] = thread_cpu_s(self.pid)
+        if name in (BS_START_MARK, BS_END_MARK):
+            self.samples.append(self.at[name])
         if name == BS_START_MARK:
-            self.samples.append(self.at[name])
             self._sampler.start()
-        elif name == BS_END_MARK:
-            self.stop()
-            self.samples.append(self.at[name])
 
     def _sample(self) -> None:
         while not self._stop.wait(SAMPLE_EVERY_S):
