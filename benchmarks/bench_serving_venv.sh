@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Side venv with SGLang's own bench_serving client, for
-# `benchmarks/client_ceiling.py --baseline bench_serving`. Nothing of SGLang is committed here:
-# the wheel comes from PyPI at set-up time.
+# `benchmarks/client_ceiling.py --baseline bench_serving` (its Python client) and, from 0.5.23,
+# `--baseline bench_serving_rust` (the same command with `--rust-client`). Nothing of SGLang is
+# committed here: the wheel comes from PyPI at set-up time.
 #
 #   bash benchmarks/bench_serving_venv.sh [VENV]                  # sglang 0.5.23, /tmp/bs-venv-0.5.23
 #   SGLANG_VERSION=0.5.10.post1 bash benchmarks/bench_serving_venv.sh /tmp/bs-venv
@@ -13,6 +14,12 @@
 #                 that star-imports it and warns); datasets in `sglang.benchmark.datasets`.
 #   0.5.10.post1  client in `sglang.bench_serving` (the figures of the older section).
 # client_ceiling.py finds the module itself (`--bench-serving-module auto`).
+#
+# The Rust client (0.5.23): `--rust-client` hands the parsed arguments to the compiled extension
+# `sglang.srt.rust_extensions._bench` (PyO3, Tokio; links only libc, libm, libgcc_s), which the sglang
+# wheel itself bundles: no other package provides it, and it needs nothing beyond the Python client's
+# import chain. The wheel is built for one CPython (0.5.23: cp311), so PYTHON must be that version;
+# the check at the end loads the extension and runs its `--help` when the wheel has one.
 #
 # What it installs: sglang WITHOUT its dependencies (torch, flashinfer, ... are not needed by the
 # client), plus exactly what importing the client pulls in, pinned to the versions that were measured
@@ -184,6 +191,19 @@ EOF
 
 "$VENV/bin/pip" freeze --disable-pip-version-check >"$VENV/sglbench-freeze.txt"
 "$VENV/bin/python" -m "$MODULE" --help >/dev/null
+if [ -d "$SITE/sglang/srt/rust_extensions" ]; then
+    "$VENV/bin/python" - sglang.srt.rust_extensions._bench <<'EOF' 2>/dev/null
+import sys
+
+from sglang.srt.rust_extensions import load_rust_extension
+
+# mode "never": the module bundled in the wheel, never a Cargo build.
+ext = load_rust_extension(sys.argv[1], mode="never")
+assert callable(ext.run_config) and "torch" not in sys.modules
+print(f"rust client: {ext.__file__}")
+EOF
+    "$VENV/bin/python" -m sglang.benchmark.rust_client --help >/dev/null
+fi
 "$VENV/bin/python" - "$VENV/sglbench-tokenizer" "$MODULE" "$SGLANG_VERSION" <<'EOF' 2>/dev/null
 import importlib
 import importlib.metadata
