@@ -72,8 +72,8 @@ EXTRAVARS_DOC = {
     "sglbench_results_dir": "results root on the controller (sglang_cycle)",
     "policy": "capacity policy skip|autotune|force (sglang_cycle)",
     "sglang_cycle_configs": "config names to run, [] = all (sglang_cycle)",
-    "sglbench_configs": "same, under the public name (see notes/runner-vars.md)",
-    "sglbench_fresh": "true with --fresh: do not reuse completed points (see notes/runner-vars.md)",
+    "sglbench_configs": "same, under the public name (docs/operations.md)",
+    "sglbench_fresh": "true with --fresh: do not reuse completed points (docs/operations.md)",
 }
 
 

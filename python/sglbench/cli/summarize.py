@@ -16,7 +16,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         help="per-TP tables of a run: tok/s, speedup with CI, latency, acceptance, capacity, outcome",
         description="Load every record.json of one or more runs (several hosts merge) and print, per TP "
         "phase, config x concurrency -> output tok/s and speedup over the autoregressive baseline with "
-        "95%% bootstrap intervals, "
+        "95% bootstrap intervals, "
         + ", ".join(m.header for m in result_schema.table_metrics())
         + ", acceptance length, KV tokens predicted vs observed "
         "and the outcome. Exit 0 when every attempt is ok, 1 when some failed or were skipped, 2 on "
