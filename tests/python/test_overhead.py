@@ -178,6 +178,22 @@ def test_sglbench_run_prints_the_block_after_its_summary(
     assert out.index("| ") < out.index("campaign overhead: 7.5 s per config on average (plan+resume 0.8,")
 
 
+def test_summarize_prints_the_block_with_overhead_and_refuses_it_for_csv(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from sglbench import cli
+
+    write(tmp_path, record(timings=OK_TIMINGS, benchmark=bench([point(1, 0, 100.0, duration_s=10.0)])))
+    assert cli.main(["summarize", str(tmp_path / "run1"), "--overhead"]) == 0
+    out = capsys.readouterr().out
+    assert out.rstrip().endswith("7.5 s in all over 1 of 1 configs")
+    assert "gpu1/ar-tp1: 7.5 (plan+resume 0.8," in out
+    assert cli.main(["summarize", str(tmp_path / "run1")]) == 0
+    assert "campaign overhead" not in capsys.readouterr().out
+    assert cli.main(["summarize", str(tmp_path / "run1"), "--overhead", "--format", "csv"]) == 2
+    assert "--overhead is for --format md" in capsys.readouterr().err
+
+
 def test_the_record_copies_every_phase_entry_the_cycle_takes() -> None:
     from sglbench import cycle
     from sglbench.hostlib.result_schema import PHASE_STARTS
