@@ -843,6 +843,7 @@ def run_cli(args: argparse.Namespace, runner_fn: RunnerFn | None = None) -> int:
 
 
 def _print_summary(run_dir: Path) -> None:
+    from sglbench.overhead import campaign_overhead, overhead_lines
     from sglbench.records import RecordError
     from sglbench.results import ResultsError, load
     from sglbench.summarize import summary_table, to_markdown
@@ -854,3 +855,10 @@ def _print_summary(run_dir: Path) -> None:
         return
     print()
     print(to_markdown(summary_table(res), res))
+    # Only this session's attempts: a resumed run's earlier records were measured by their own session.
+    began = (read_run_meta(run_dir) or {}).get("started_at")
+    since = float(began) if isinstance(began, (int, float)) and not isinstance(began, bool) else None
+    overheads = campaign_overhead(res.records, since)
+    lines = overhead_lines(overheads, earlier=len(res.records) - len(overheads))
+    if lines:
+        print("\n".join(lines))

@@ -29,6 +29,7 @@ import pandas as pd
 
 from sglbench import bootstrap, outfiles
 from sglbench.hostlib import result_schema
+from sglbench.overhead import campaign_overhead, overhead_lines
 from sglbench.records import RecordError
 from sglbench.results import Results, ResultsError, load
 
@@ -411,6 +412,9 @@ def run_summarize(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    if args.overhead and args.format != "md":
+        print("sglbench summarize: error: --overhead is for --format md (the default)", file=sys.stderr)
+        return 2
     if not check_seed(args.seed, "summarize"):
         return 2
     res = load_or_exit(args.run_dirs, "summarize")
@@ -427,6 +431,8 @@ def run_summarize(args: argparse.Namespace) -> int:
             print(f"wrote {args.out}")
         else:
             text = table.to_csv(index=False) if args.format == "csv" else to_markdown(table, res) + "\n"
+            if args.overhead:
+                text += "".join(f"\n{line}" for line in overhead_lines(campaign_overhead(res.records))) + "\n"
             if args.out:
                 outfiles.write_files([(args.out, text.encode("utf-8"))])
                 print(f"wrote {args.out}")

@@ -106,7 +106,9 @@ def record(
     mrr_observed: int | None = 8,
     simulated: bool = True,
     model_path: str = "/models/m",
+    timings: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
+    """One record; ``timings`` adds to (or replaces keys of) the default timings block."""
     return {
         "schema": "sglbench.attempt/1",
         "simulated": simulated,
@@ -134,6 +136,7 @@ def record(
             "ended_at": 1_795_940_060.0,
             "total_s": 60.0,
             "time_to_ready_s": 12.5 if outcome == "ok" else None,
+            **(timings or {}),
         },
         "plan": plan_,
         "observed": {

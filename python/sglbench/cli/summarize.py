@@ -36,4 +36,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         default=bootstrap.DEFAULT_BOOT,
         help=f"bootstrap replicates, {bootstrap.MIN_BOOT} to {bootstrap.MAX_BOOT} (default 2000)",
     )
+    p.add_argument(
+        "--overhead",
+        action="store_true",
+        help="md only: after the tables, each attempt's own overhead by phase and the mean per config "
+        "(as `sglbench run` prints it, without the final stop, which only a run's own session can tell)",
+    )
     p.set_defaults(func=run_summarize)

@@ -599,18 +599,25 @@ class Failure:
 
 @dataclass(frozen=True)
 class Timings:
+    """``record.timings`` as read; a key an older record lacks reads as None."""
+
     started_at: float | None = None
     ended_at: float | None = None
     total_s: float | None = None
     time_to_ready_s: float | None = None
     health_s: float | None = None
+    stop_started_at: float | None = None
+    start_started_at: float | None = None
+    health_started_at: float | None = None
+    moved_on_at: float | None = None
+    bench_started_at: float | None = None
+    failure_reported_at: float | None = None
 
     @classmethod
     def from_reader(cls, tr: Reader | None) -> Timings:
         if tr is None:
             return cls()
-        keys = ("started_at", "ended_at", "total_s", "time_to_ready_s", "health_s")
-        return cls(**{k: tr.float_(k) for k in keys})
+        return cls(**{k: tr.float_(k) for k in cls.__dataclass_fields__})
 
 
 REQUEST_FILES = ("requests.parquet", "requests.jsonl", "bench/requests.parquet", "bench/requests.jsonl")
@@ -829,6 +836,7 @@ class RecordFacts:
         return {
             "started_at": started,
             "ended_at": ended,
+            **{key: _float(t.get(key)) for key in PHASE_STARTS},
             "total_s": ended - started if started is not None else None,
             "stop_s": _span(t, "stop_started_at", "start_started_at"),
             "start_s": _span(t, "start_started_at", "health_started_at"),
@@ -850,6 +858,11 @@ class RecordFacts:
             "report": g.get("report", ""),
             "waited_s": g.get("waited_s"),
         }
+
+
+# The cycle's phase-entry timestamps (controller clock) copied into ``record.timings`` as they are, so
+# the time between phases can be read back (``sglbench.overhead``); the probe's entry is ``moved_on_at``.
+PHASE_STARTS = ("stop_started_at", "start_started_at", "health_started_at", "bench_started_at")
 
 
 def _record_config(inst: Mapping[str, Any]) -> dict[str, Any]:

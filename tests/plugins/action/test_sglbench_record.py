@@ -147,6 +147,9 @@ def test_the_record_is_built_from_the_facts_the_play_gathered() -> None:
     assert (t["started_at"], t["ended_at"], t["total_s"]) == (100.0, 130.0, 30.0)
     assert (t["stop_s"], t["start_s"], t["health_s"], t["time_to_ready_s"]) == (2.5, 0.5, 15.0, 14.0)
     assert (t["ready_logged_at"], t["ready_seen_at"], t["moved_on_at"]) == (117.5, 118.0, 120.0)
+    # The phase entries as the cycle took them, for the overhead split (sglbench.overhead).
+    phase_starts = ("stop_started_at", "start_started_at", "health_started_at", "bench_started_at")
+    assert tuple(t[k] for k in phase_starts) == (101.0, 103.5, 104.0, None)
     assert t["failure_seen_at"] is None and t["exited_at"] is None and t["failure_reported_at"] is None
     assert doc["stop"] == {"skipped": False, "killed": [7], "report": "freed", "waited_s": 0.5}
     assert doc["observed"] == {
