@@ -3,7 +3,7 @@
 #   1. start the sim host (real systemd + the SGLang stand-in) from the image `make image` built
 #   2. ansible-playbook bench.yml -i inventory/sim -e tp=1   (plan -> stop -> start -> health -> probe -> bench -> stop),
 #      then TP8 of the 27B baseline and DFlash in the same run (TP scaling; SGLBENCH_DEMO_TP_SCALING=0 skips it)
-#   3. print the per-config table and write the HTML report
+#   3. print the per-config table (and each config's overhead outside server start and load), write the HTML report
 # Everything here is SIMULATED: no GPU is involved.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -33,7 +33,7 @@ echo
 echo "== summary (SIMULATED: numbers come from the SGLang stand-in, not a GPU)"
 # summarize exits 1 when some attempt was not ok (the mission's config is skipped on purpose).
 summary_rc=0
-sglbench summarize "$results/$run_id" --format md || summary_rc=$?
+sglbench summarize "$results/$run_id" --format md --overhead || summary_rc=$?
 [ "$summary_rc" -le 1 ] || { echo "demo: sglbench summarize failed (exit $summary_rc)" >&2; exit "$summary_rc"; }
 sglbench report "$results/$run_id" -o "$results/$run_id/report.html"
 echo
