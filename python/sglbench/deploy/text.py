@@ -10,7 +10,7 @@ from sglbench import tables
 from sglbench.deploy import schema
 from sglbench.deploy.answer import Answer
 from sglbench.deploy.levels import short_level
-from sglbench.deploy.limits import limit_text
+from sglbench.deploy.limits import LABELS, limit_text
 
 DEPLOY_HEADING = "Deployment answer"
 LIMITS_HEADING = "Limits: why each config's highest load is where it is"
@@ -222,18 +222,21 @@ def deploy_section(answers: Sequence[Answer], fmt: str) -> str:
     return "\n".join(parts)
 
 
+def limits_note(answers: Sequence[Answer]) -> str:
+    declared = sorted(
+        {f"{k} <= {v:g}" for a in answers for lim in a.limits.limits for k, v in lim.slo.declared.items()}
+    )
+    slo = ", ".join(declared) if declared else "none declared (bench.slo)"
+    return (
+        f"Labels: {', '.join(LABELS)} (docs/deploy.md). SLOs: {slo}. The server's own counters during a "
+        "point are not sampled yet."
+    )
+
+
 def limits_section(answers: Sequence[Answer], fmt: str) -> str:
     h2 = "## " if fmt == "md" else ""
-    declared = sorted({k for a in answers for lim in a.limits.limits for k in lim.slo.declared})
-    slo = ", ".join(declared) if declared else "none declared (bench.slo)"
-    return "\n".join(
-        [
-            f"{h2}{LIMITS_HEADING}\n",
-            f"SLOs: {slo}. Server counters: not sampled yet.\n",
-            tables.render(limit_rows(answers), fmt),
-            "",
-        ]
-    )
+    body = tables.render(limit_rows(answers), fmt)
+    return "\n".join([f"{h2}{LIMITS_HEADING}\n", limits_note(answers) + "\n", body, ""])
 
 
 def frontier_section(answers: Sequence[Answer], fmt: str) -> str:
