@@ -209,8 +209,8 @@ def label_series(series: Series, sizes: Mapping[tuple[str, str, str, str], float
 
 def _bounds_line(n: float | None, b: schema.Bounds) -> str:
     slot = "unknown" if b.max_running_requests is None else str(b.max_running_requests)
-    kv = "unknown (no request rows)" if b.kv_requests is None else str(b.kv_requests)
-    return f"in flight {_fmt(n, 'g') if n is not None else '-'}; bounds: slots {slot}, KV {kv} requests"
+    kv = "unknown (no request rows)" if b.kv_requests is None else f"{b.kv_requests} requests"
+    return f"in flight {_fmt(n, 'g')}; bounds: slots {slot}, KV {kv}"
 
 
 def limit_text(limit: schema.Limit) -> str:

@@ -26,19 +26,20 @@ def _load_axis(ax: Any, load: str, levels: Sequence[float]) -> None:
     ax.set_xlabel("concurrent requests" if load == LOAD_CONCURRENCY else "requests/s (Poisson)")
 
 
-def _crossover_mark(ax: Any, c: schema.Crossover, color: str) -> None:
-    """A diamond at the crossover on the break-even line, its 95% CI as a horizontal bar (to the end of
-    the compared range, with an arrow, when a bound lies beyond it)."""
+def _crossover_mark(ax: Any, c: schema.Crossover, color: str, y: float = 1.0) -> None:
+    """A diamond at the crossover on the break-even line (``y``: nudged off it a little per config so
+    that several stay apart), its 95% CI as a horizontal bar (to the end of the compared range, with an
+    arrow, when a bound lies beyond it)."""
     e = c.estimate
     if c.status != "crosses" or e.value is None or c.range_low is None or c.range_high is None:
         return
     lo = e.ci_low if e.ci_low is not None else (c.range_low if e.ci_low_beyond == "below" else e.value)
     hi = e.ci_high if e.ci_high is not None else (c.range_high if e.ci_high_beyond == "above" else e.value)
-    ax.plot([lo, hi], [1.0, 1.0], color=color, lw=4, alpha=0.45, solid_capstyle="butt")
-    ax.plot([e.value], [1.0], "D", color=color, ms=8, mec="#111111", mew=0.8)
+    ax.plot([lo, hi], [y, y], color=color, lw=4, alpha=0.45, solid_capstyle="butt")
+    ax.plot([e.value], [y], "D", color=color, ms=8, mec="#111111", mew=0.8)
     for beyond, x, arrow in ((e.ci_low_beyond, lo, "<"), (e.ci_high_beyond, hi, ">")):
         if beyond:
-            ax.plot([x], [1.0], arrow, color=color, ms=7)
+            ax.plot([x], [y], arrow, color=color, ms=7)
 
 
 def plot_breakeven(answers: Sequence[Answer], colors: dict[str, str]) -> Plot:
@@ -53,9 +54,8 @@ def plot_breakeven(answers: Sequence[Answer], colors: dict[str, str]) -> Plot:
     models = {p.model_path for _, p in pairs}
     for ax, (tp, load) in zip(axes, panels, strict=True):
         levels: list[float] = []
-        for _a, p in pairs:
-            if (p.tp, p.load) != (tp, load):
-                continue
+        here = [p for _a, p in pairs if (p.tp, p.load) == (tp, load)]
+        for j, p in enumerate(here):
             color = colors.get(p.config, "#333333")
             label = p.config + (f" @ {p.host}" if len(hosts) > 1 else "")
             if len(models) > 1:
@@ -74,7 +74,7 @@ def plot_breakeven(answers: Sequence[Answer], colors: dict[str, str]) -> Plot:
                     alpha=0.2,
                     lw=0,
                 )
-            _crossover_mark(ax, p.crossover, color)
+            _crossover_mark(ax, p.crossover, color, 1.0 + 0.04 * (j - (len(here) - 1) / 2))
         ax.axhline(1.0, color="#333333", lw=1, ls="--")
         _load_axis(ax, load, levels)
         ax.set_title(f"TP {tp}")
