@@ -773,7 +773,7 @@ def build_html(
 def render(res: Results, out: Path, *, title: str | None = None) -> list[Path]:
     """Write ``out`` (HTML) and the PNGs beside it; return the written paths."""
     table = summary_table(res)
-    answers = store.answers(res, prog="report")
+    answers = store.answers(res, prog="report", table=table)
     colors = config_colors(list(res.attempts["config"]) if len(res.attempts) else [])
     plots = [
         plot_throughput(table, colors),

@@ -118,9 +118,15 @@ def build(
 
 
 def compute(
-    res: Results, *, seed: int = bootstrap.DEFAULT_SEED, n_boot: int = bootstrap.DEFAULT_BOOT
+    res: Results,
+    *,
+    seed: int = bootstrap.DEFAULT_SEED,
+    n_boot: int = bootstrap.DEFAULT_BOOT,
+    table: pd.DataFrame | None = None,
 ) -> list[Answer]:
-    """:func:`build` from the results alone (the summary table computed here)."""
+    """:func:`build` from the results alone; ``table`` is ``summarize.summary_table(res)`` with the same
+    seed and replicates when the caller has it (else computed here)."""
     samples = summarize.repeat_samples(res)
-    table = summarize.summary_table(res, seed=seed, n_boot=n_boot, samples=samples)
+    if table is None:
+        table = summarize.summary_table(res, seed=seed, n_boot=n_boot, samples=samples)
     return build(res, table, samples, seed=seed, n_boot=n_boot)

@@ -13,6 +13,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+import pandas as pd
+
 from sglbench import bootstrap, outfiles
 from sglbench.deploy import schema
 from sglbench.deploy.answer import Answer, compute, source
@@ -74,10 +76,12 @@ def answers(
     prog: str,
     seed: int = bootstrap.DEFAULT_SEED,
     n_boot: int = bootstrap.DEFAULT_BOOT,
+    table: pd.DataFrame | None = None,
 ) -> list[Answer]:
-    """Every run's answer: read from its files when they are current, else computed (one stderr line)."""
+    """Every run's answer: read from its files when they are current, else computed (one stderr line;
+    ``table``: the caller's summary table of ``res`` with the same seed and replicates, if it has one)."""
     stored, why = _stored(res, seed, n_boot)
     if stored is not None:
         return stored
     print(f"sglbench {prog}: deployment answer computed from the records: {why}", file=sys.stderr)
-    return compute(res, seed=seed, n_boot=n_boot)
+    return compute(res, seed=seed, n_boot=n_boot, table=table)
