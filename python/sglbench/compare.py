@@ -13,8 +13,10 @@ names, the host is left out of the match. For each matched cell with throughput 
 
 Outcome changes are reported too: ok in A but failed or skipped in B is a regression; the reverse is
 an improvement; a cell only in B is ``new``; a cell measured in A that is missing from B (the config or
-load point vanished) is a regression (``gone``). Exit code: 1 when any regression is flagged, 0
-otherwise, 2 on unreadable input.
+load point vanished) is a regression (``gone``). After the table (markdown only), the deployment
+answer's break-even crossovers and limits that moved beyond their interval (docs/deploy.md); they do
+not change the exit code. Exit code: 1 when any regression is flagged, 0 otherwise, 2 on unreadable
+input.
 """
 
 from __future__ import annotations
@@ -248,6 +250,19 @@ def to_markdown(table: pd.DataFrame, a: Results, b: Results) -> str:
     return "\n".join(lines)
 
 
+def deploy_moves(a: Results, b: Results, *, seed: int) -> str:
+    """The deployment answers' crossovers and limits that moved (``sglbench.deploy.moves``), as markdown."""
+    from sglbench.deploy import moves, store  # the deployment answer builds on the summary this module uses
+
+    use_host = bool(set(a.attempts["host"]) & set(b.attempts["host"]))
+    found = moves.moves(
+        store.answers(a, prog="compare", seed=seed),
+        store.answers(b, prog="compare", seed=seed),
+        use_host=use_host,
+    )
+    return moves.section(found)
+
+
 def run_compare(args: argparse.Namespace) -> int:
     if not (0 <= args.min_effect < 1) or not (0 <= args.no_ci_threshold < 1):
         print(
@@ -272,4 +287,6 @@ def run_compare(args: argparse.Namespace) -> int:
         sys.stdout.write(table.to_csv(index=False))
     else:
         print(to_markdown(table, a, b))
+        print()
+        print(deploy_moves(a, b, seed=args.seed))
     return 1 if table["status"].str.startswith("regression").any() else 0

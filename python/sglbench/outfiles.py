@@ -72,4 +72,4 @@ def write_files(files: Sequence[tuple[Path, bytes]], flag: str = "-o") -> list[P
         if isinstance(exc, OSError):
             raise OutputError(f"{flag}: cannot write {current} ({_why(exc)})") from None
         raise
-    return [path for _, path in files]
+    return [path for path, _ in files]

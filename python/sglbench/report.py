@@ -1,8 +1,10 @@
 """``sglbench report RUN_DIR -o report.html``: one self-contained HTML page of a campaign.
 
 The page has inline CSS and its plots as base64 PNG data URIs (no scripts, no network); the same PNGs
-are written beside it as ``<stem>-<plot>.png``. Sections: at a glance, summary tables per TP, throughput
-vs concurrency, speedup with CIs, latency distributions, acceptance by prompt category, TP scaling,
+are written beside it as ``<stem>-<plot>.png``. Sections (:data:`SECTIONS`): at a glance, the deployment
+answer (deploy table per TP, break-even pairs, limits; ``sglbench.deploy``), summary tables per TP,
+throughput vs concurrency, speedup with CIs, the break-even plot, the per-GPU Pareto frontier, latency
+distributions, acceptance by prompt category, TP scaling,
 capacity (memory split per GPU from the capacity plan; KV tokens predicted vs observed), failures with
 recommendations, and how the numbers were computed. A SIMULATED banner heads the page when any data
 comes from the stand-in, a CPU ENGINE banner when any comes from the real SGLang on its CPU engine.
@@ -13,29 +15,47 @@ from __future__ import annotations
 import argparse
 import base64
 import html
-import io
 import math
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")
 import pandas as pd
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from sglbench import bootstrap, outfiles
+from sglbench.deploy import store
+from sglbench.deploy import text as deploy_text
+from sglbench.deploy.answer import Answer
+from sglbench.deploy.plots import plot_breakeven, plot_frontier
 from sglbench.hostlib import result_schema
+from sglbench.plotting import Plot, config_colors
+from sglbench.plotting import legend as _legend
+from sglbench.plotting import png as _png
+from sglbench.plotting import tp_axes as _tp_axes
 from sglbench.records import RecordError
 from sglbench.results import Results
 from sglbench.summarize import display_rows, load_or_exit, summary_table
 
-DPI = 100
+# The page's sections (h2), in order; the tests read them from here.
+GLANCE = "At a glance"
+DEPLOY = deploy_text.DEPLOY_HEADING
+TABLES = "Results per TP phase"
+THROUGHPUT = "Throughput and speedup"
+BREAKEVEN = "Break-even: where speculative decoding stops paying"
+FRONTIER = deploy_text.FRONTIER_HEADING
+LATENCY = "Latency"
+ACCEPTANCE = "Speculative acceptance"
+SCALING = "Scaling across TP sizes"
+CAPACITY = "Capacity"
+FAILURES = "Failures and skips"
+METHODS = "How the numbers were computed"
+SECTIONS = (
+    GLANCE, DEPLOY, TABLES, THROUGHPUT, BREAKEVEN, FRONTIER, LATENCY, ACCEPTANCE, SCALING, CAPACITY, FAILURES,
+    METHODS,
+)  # fmt: skip
 # The request columns the plots use: the report reads no other column of the request rows.
 REPORT_REQUEST_COLUMNS = ("tp", "config", "category", "ok", "ttft_ms", "e2e_ms", "accept_length")
 # What to do about each failure cause (classified by hostlib/sglang_logs.py and the cycle role).
@@ -61,10 +81,6 @@ CAUSE_ADVICE = {
     "server_exited": "The server exited while it was probed or benchmarked (after starting fine): the "
     "failure lines are the exception from its journal (journal.log); points measured before are kept.",
 }
-PALETTE = [
-    "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22",
-    "#7f7f7f", "#393b79", "#ad494a",
-]  # fmt: skip
 MEMORY_PARTS = [
     ("weights", "#4c72b0"),
     ("KV cache", "#55a868"),
@@ -76,27 +92,7 @@ MEMORY_PARTS = [
 ]
 
 
-@dataclass
-class Plot:
-    key: str
-    title: str
-    png: bytes | None
-    caption: str
-    empty_reason: str = ""
-
-
 # -- helpers --------------------------------------------------------------------------------------
-def _png(fig: Figure) -> bytes:
-    FigureCanvasAgg(fig)
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=DPI, bbox_inches="tight", metadata={"Software": None})
-    return buf.getvalue()
-
-
-def config_colors(configs: Sequence[str]) -> dict[str, str]:
-    return {c: PALETTE[i % len(PALETTE)] for i, c in enumerate(sorted(set(configs)))}
-
-
 def _nan(v: Any) -> bool:
     return v is None or (isinstance(v, float) and math.isnan(v))
 
@@ -128,29 +124,6 @@ def memory_split(plan: dict[str, Any]) -> dict[str, float] | None:
 
 
 # -- plots ----------------------------------------------------------------------------------------
-def _tp_axes(n: int, width: float = 4.6, height: float = 3.4) -> tuple[Figure, list[Any]]:
-    fig = Figure(figsize=(max(width * n, 6.0), height))
-    axes = [fig.add_subplot(1, n, i + 1) for i in range(n)]
-    return fig, axes
-
-
-def _legend(axes: Sequence[Any], *, sort: bool = True) -> None:
-    """One legend (right of the last axis) with every series of every axis, once each."""
-    seen: dict[str, Any] = {}
-    for ax in axes:
-        for h, label in zip(*ax.get_legend_handles_labels(), strict=True):
-            seen.setdefault(label, h)
-    labels = sorted(seen) if sort else list(seen)
-    axes[-1].legend(
-        [seen[k] for k in labels],
-        labels,
-        fontsize=8,
-        loc="upper left",
-        bbox_to_anchor=(1.02, 1.0),
-        frameon=False,
-    )
-
-
 def _conc_axis(ax: Any, concs: Sequence[Any]) -> None:
     ax.set_xscale("log", base=2)
     ticks = sorted({int(c) for c in concs if not _nan(c)})
@@ -677,7 +650,7 @@ def _overview(res: Results, table: pd.DataFrame, title: str) -> list[str]:
         f'<div class="card"><b class="bad">{n_fail}</b><span>failed to start or run</span></div>'
         f'<div class="card"><b>{table["tp"].nunique() if len(table) else 0}</b><span>TP phases</span></div>'
         "</div>",
-        "<h2>At a glance</h2><ul class='find'>"
+        f"<h2>{GLANCE}</h2><ul class='find'>"
         + "".join(f"<li>{f}</li>" for f in findings(res, table))
         + "</ul>",
     ]
@@ -686,7 +659,7 @@ def _overview(res: Results, table: pd.DataFrame, title: str) -> list[str]:
 def _tables(table: pd.DataFrame) -> list[str]:
     """The summary table of each TP phase, failed/skipped/baseline rows marked."""
     parts = [
-        "<h2>Results per TP phase</h2>",
+        f"<h2>{TABLES}</h2>",
         "<p class='note'>One row per config and concurrency. Output tok/s: mean over repeats [95% "
         "bootstrap CI]. Speedup: over the algorithm-none config of the same model at the same TP and "
         f"concurrency. {_metric_legend()}. Capacity: "
@@ -707,23 +680,53 @@ def _tables(table: pd.DataFrame) -> list[str]:
     return parts
 
 
-def _figures(res: Results, plots: list[Plot]) -> list[str]:
+def _deploy(answers: Sequence[Answer]) -> list[str]:
+    """The deploy table of each TP size, the break-even pairs behind it and each config's limit."""
+    parts = [f"<h2>{DEPLOY}</h2>", f"<p class='note'>{_e(deploy_text.DEPLOY_NOTE)}</p>"]
+    left = ("model", "prompts", "load", "deploy", "config", "baseline", "notes", "host", "run", "evidence")
+    tps = sorted({r.tp for a in answers for r in a.breakeven.deploy})
+    if not tps:
+        parts.append('<p class="empty">No config has a measured load level: nothing to deploy.</p>')
+    for tp in tps:
+        parts.append(f"<h3>TP {tp}: deploy table</h3>")
+        parts.append(_html_table(deploy_text.deploy_rows(answers, tp), left=left, wrap=("deploy", "notes")))
+        pairs = deploy_text.pair_rows(answers, tp)
+        if pairs:
+            parts.append(f"<h3>TP {tp}: speculative vs baseline</h3>")
+            parts.append(
+                "<p class='note'>Speedup at each load with its 95% bootstrap CI; * = that side was not "
+                "measured there and is interpolated in log load between its neighbouring levels.</p>"
+            )
+            parts.append(_html_table(pairs, left=left, wrap=("speedup by level [95% CI]",)))
+    parts.append(f"<h3>{_e(deploy_text.LIMITS_HEADING)}</h3>")
+    parts.append(f"<p class='note'>{_e(deploy_text.limits_note(answers))}</p>")
+    parts.append(_html_table(deploy_text.limit_rows(answers), left=left, wrap=("evidence",)))
+    return parts
+
+
+def _figures(res: Results, plots: list[Plot], answers: Sequence[Answer]) -> list[str]:
     """The plot sections, the capacity table and the failures."""
     by_key = {p.key: p for p in plots}
+    frontier_notes = [f"<p class='note'>{_e(line)}</p>" for line in deploy_text.knee_lines(answers)]
     return [
-        "<h2>Throughput and speedup</h2>",
+        f"<h2>{THROUGHPUT}</h2>",
         _img(by_key["throughput"]),
         _img(by_key["speedup"]),
-        "<h2>Latency</h2>",
+        f"<h2>{BREAKEVEN}</h2>",
+        _img(by_key["breakeven"]),
+        f"<h2>{FRONTIER}</h2>",
+        _img(by_key["frontier"]),
+        *frontier_notes,
+        f"<h2>{LATENCY}</h2>",
         _img(by_key["latency"]),
-        "<h2>Speculative acceptance</h2>",
+        f"<h2>{ACCEPTANCE}</h2>",
         _img(by_key["acceptance"]),
-        "<h2>Scaling across TP sizes</h2>",
+        f"<h2>{SCALING}</h2>",
         _img(by_key["scaling"]),
-        "<h2>Capacity</h2>",
+        f"<h2>{CAPACITY}</h2>",
         _img(by_key["capacity"]),
         capacity_table(res),
-        "<h2>Failures and skips</h2>",
+        f"<h2>{FAILURES}</h2>",
         failures_section(res),
     ]
 
@@ -731,7 +734,7 @@ def _figures(res: Results, plots: list[Plot]) -> list[str]:
 def _methods(res: Results) -> list[str]:
     """How the numbers were computed, and where the page came from."""
     return [
-        "<h2>How the numbers were computed</h2><ul class='note'>"
+        f"<h2>{METHODS}</h2><ul class='note'>"
         "<li>Throughput is output tokens over the measured window of each repeat (warm-up excluded); "
         "the table shows the mean over repeats.</li>"
         f"<li>Intervals: seeded percentile bootstrap ({bootstrap.DEFAULT_BOOT} replicates, seed "
@@ -747,7 +750,9 @@ def _methods(res: Results) -> list[str]:
     ]
 
 
-def build_html(res: Results, table: pd.DataFrame, plots: list[Plot], *, title: str) -> str:
+def build_html(
+    res: Results, table: pd.DataFrame, plots: list[Plot], *, title: str, answers: Sequence[Answer] = ()
+) -> str:
     head = (
         f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{_e(title)}</title>"
         f"<style>{CSS}</style></head><body><main>"
@@ -756,8 +761,9 @@ def build_html(res: Results, table: pd.DataFrame, plots: list[Plot], *, title: s
         head,
         *_banners(res),
         *_overview(res, table, title),
+        *_deploy(answers),
         *_tables(table),
-        *_figures(res, plots),
+        *_figures(res, plots, answers),
         *_methods(res),
         "</main></body></html>",
     ]
@@ -767,17 +773,20 @@ def build_html(res: Results, table: pd.DataFrame, plots: list[Plot], *, title: s
 def render(res: Results, out: Path, *, title: str | None = None) -> list[Path]:
     """Write ``out`` (HTML) and the PNGs beside it; return the written paths."""
     table = summary_table(res)
+    answers = store.answers(res, prog="report", table=table)
     colors = config_colors(list(res.attempts["config"]) if len(res.attempts) else [])
     plots = [
         plot_throughput(table, colors),
         plot_speedup(table, colors),
+        plot_breakeven(answers, colors),
+        plot_frontier(answers, colors),
         plot_latency(res, table, colors),
         plot_acceptance(res, table, colors),
         plot_scaling(table, colors),
         plot_capacity(res),
     ]
     runs = ", ".join(res.runs["run_id"])
-    doc = build_html(res, table, plots, title=title or f"sglbench report — {runs}")
+    doc = build_html(res, table, plots, title=title or f"sglbench report — {runs}", answers=answers)
     out.parent.mkdir(parents=True, exist_ok=True)
     files = [(out.with_name(f"{out.stem}-{p.key}.png"), p.png) for p in plots if p.png is not None]
     # All or nothing (outfiles.write_files): the PNGs, then the page that embeds them.

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from sglbench import bootstrap, outfiles
+from sglbench import bootstrap, outfiles, tables
 from sglbench.hostlib import result_schema
 from sglbench.overhead import campaign_overhead, overhead_lines
 from sglbench.records import RecordError
@@ -196,13 +196,23 @@ def _attempt_row(att: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def repeat_samples(res: Results) -> dict[tuple[Any, ...], list[bootstrap.RepeatSample]]:
+    """The bootstrap's repeat samples of every cell (``CELL_KEYS``), request rows read once."""
+    return _samples(res.points, res.request_tokens()) if len(res.points) else {}
+
+
 def summary_table(
-    res: Results, *, seed: int = bootstrap.DEFAULT_SEED, n_boot: int = bootstrap.DEFAULT_BOOT
+    res: Results,
+    *,
+    seed: int = bootstrap.DEFAULT_SEED,
+    n_boot: int = bootstrap.DEFAULT_BOOT,
+    samples: dict[tuple[Any, ...], list[bootstrap.RepeatSample]] | None = None,
 ) -> pd.DataFrame:
-    """The tidy summary (one row per cell, see the module docstring); columns = ``TABLE_COLUMNS``."""
+    """The tidy summary (one row per cell, see the module docstring); columns = ``TABLE_COLUMNS``.
+    ``samples`` are :func:`repeat_samples` of ``res`` when the caller has them already."""
     rows: list[dict[str, Any]] = []
     pts = res.points
-    samples = _samples(pts, res.request_tokens()) if len(pts) else {}
+    samples = repeat_samples(res) if samples is None else samples
     attempts = res.attempts.set_index(["run_id", "host", "instance"]) if len(res.attempts) else None
     if len(pts):
         assert attempts is not None
@@ -345,25 +355,22 @@ def display_rows(table: pd.DataFrame) -> list[dict[str, str]]:
     return out
 
 
-def _md_table(rows: list[dict[str, str]]) -> str:
-    if not rows:
-        return "(no rows)"
-    cols = list(rows[0])
-    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
-    for r in rows:
-        lines.append("| " + " | ".join(r.get(c, "").replace("|", "\\|") for c in cols) + " |")
-    return "\n".join(lines)
-
-
-def to_markdown(table: pd.DataFrame, res: Results) -> str:
+def to_markdown(
+    table: pd.DataFrame, res: Results, *, fmt: str = "md", first: str = "", last: str = ""
+) -> str:
+    """The summary as markdown (``fmt`` md) or aligned text (``text``): banners, title, ``first`` (the
+    deployment answer, already rendered), the per-TP tables, then ``last``."""
+    emph, h1, h2 = ("**", "# ", "## ") if fmt == "md" else ("", "", "")
     parts = []
     if res.simulated:
-        parts.append(f"**{SIM_BANNER}**\n")
+        parts.append(f"{emph}{SIM_BANNER}{emph}\n")
     if res.cpu_engine:
-        parts.append(f"**{CPU_BANNER}**\n")
+        parts.append(f"{emph}{CPU_BANNER}{emph}\n")
     runs = ", ".join(res.runs["run_id"])
     hosts = ", ".join(sorted(res.attempts["host"].unique())) if len(res.attempts) else "-"
-    parts.append(f"# sglbench summary — run(s) {runs} — host(s) {hosts}\n")
+    parts.append(f"{h1}sglbench summary — run(s) {runs} — host(s) {hosts}\n")
+    if first:
+        parts.append(first)
     parts.append(
         "Output tok/s: mean over repeats, 95% percentile-bootstrap CI over repeats and requests "
         "(seeded). Speedup: over the algorithm-none config on the same host, TP, model, prompt set and "
@@ -378,9 +385,11 @@ def to_markdown(table: pd.DataFrame, res: Results) -> str:
             "real-world time (measured rate x scale, measured latency / scale).\n"
         )
     for tp, grp in table.groupby("tp", sort=True):
-        parts.append(f"## TP {tp}\n")
-        parts.append(_md_table(display_rows(grp)))
+        parts.append(f"{h2}TP {tp}\n")
+        parts.append(tables.render(display_rows(grp), fmt))
         parts.append("")
+    if last:
+        parts.append(last)
     return "\n".join(parts)
 
 
@@ -412,8 +421,10 @@ def run_summarize(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    if args.overhead and args.format != "md":
-        print("sglbench summarize: error: --overhead is for --format md (the default)", file=sys.stderr)
+    if args.overhead and args.format not in ("md", "text"):
+        print(
+            "sglbench summarize: error: --overhead is for --format md (the default) or text", file=sys.stderr
+        )
         return 2
     if not check_seed(args.seed, "summarize"):
         return 2
@@ -423,14 +434,19 @@ def run_summarize(args: argparse.Namespace) -> int:
     try:
         if args.out is not None:
             outfiles.prepare_out(args.out, example=f"summary.{args.format}")
-        table = summary_table(res, seed=args.seed, n_boot=args.bootstrap)
+        samples = repeat_samples(res)
+        table = summary_table(res, seed=args.seed, n_boot=args.bootstrap, samples=samples)
+        answers, stored = _deploy_answer(res, table, samples, args)
         if args.format == "parquet":
             buf = io.BytesIO()
             table.to_parquet(buf, index=False)
             outfiles.write_files([(args.out, buf.getvalue())])
             print(f"wrote {args.out}")
         else:
-            text = table.to_csv(index=False) if args.format == "csv" else to_markdown(table, res) + "\n"
+            if args.format == "csv":
+                text = table.to_csv(index=False)
+            else:
+                text = _with_deploy(table, res, answers, stored, args.format) + "\n"
             if args.overhead:
                 text += "".join(f"\n{line}" for line in overhead_lines(campaign_overhead(res.records))) + "\n"
             if args.out:
@@ -442,6 +458,37 @@ def run_summarize(args: argparse.Namespace) -> int:
         print(f"sglbench summarize: error: {exc}", file=sys.stderr)
         return 2
     return exit_code(res)
+
+
+def _deploy_answer(
+    res: Results,
+    table: pd.DataFrame,
+    samples: dict[tuple[Any, ...], list[bootstrap.RepeatSample]],
+    args: argparse.Namespace,
+) -> tuple[list[Any], list[Path]]:
+    """Every run's deployment answer (``sglbench.deploy``, built on this module's table, hence imported
+    here) and its three files written beside the run's hosts; a run directory that cannot take them is a
+    warning, not a failure of the summary."""
+    from sglbench.deploy import answer, store
+
+    answers = answer.build(res, table, samples, seed=args.seed, n_boot=args.bootstrap)
+    try:
+        return answers, store.write(answers)
+    except outfiles.OutputError as exc:
+        print(f"sglbench summarize: warning: deployment answer not stored: {exc}", file=sys.stderr)
+        return answers, []
+
+
+def _with_deploy(table: pd.DataFrame, res: Results, answers: list[Any], stored: list[Path], fmt: str) -> str:
+    """The summary with the deploy table first and the limits and frontier after the per-TP tables."""
+    from sglbench.deploy import text as deploy_text
+
+    last = deploy_text.limits_section(answers, fmt) + "\n" + deploy_text.frontier_section(answers, fmt)
+    if stored:
+        dirs = sorted({str(p.parent) for p in stored})
+        names = ", ".join(sorted({p.name for p in stored}))
+        last += f"\nDeployment answer files: {names} in {', '.join(dirs)}\n"
+    return to_markdown(table, res, fmt=fmt, first=deploy_text.deploy_section(answers, fmt), last=last)
 
 
 def exit_code(res: Results) -> int:

@@ -49,14 +49,70 @@ def point(
     }
 
 
-def bench(points: list[dict[str, Any]], prompts: str = "chat", simulated: bool = True) -> dict[str, Any]:
+def bench(
+    points: list[dict[str, Any]],
+    prompts: str = "chat",
+    simulated: bool = True,
+    slo: dict[str, float] | None = None,
+) -> dict[str, Any]:
+    """A benchmark summary; ``slo`` is the benchmark's declared SLO block (``meta.slo``)."""
+    meta: dict[str, Any] = {"prompts": prompts, "api": "native", "simulated": simulated}
+    if slo is not None:
+        meta["slo"] = slo
     return {
         "schema": "sglbench.bench/1",
         "simulated": simulated,
-        "meta": {"prompts": prompts, "api": "native", "simulated": simulated},
+        "meta": meta,
         "points": points,
         "aggregates": [],
     }
+
+
+def curve(
+    root: Path,
+    config: str,
+    tok_s: dict[int, float],
+    *,
+    algorithm: str = "none",
+    tp: int = 1,
+    repeats: int = 3,
+    spread: float = 0.02,
+    itl: dict[int, float] | None = None,
+    ttft: dict[int, float] | None = None,
+    mrr: int = 64,
+    kv: int = 1_000_000,
+    slo: dict[str, float] | None = None,
+    run_id: str = "run1",
+    host: str = "gpu1",
+) -> Path:
+    """One config's closed-loop curve: at each concurrency, ``repeats`` repeats of ``tok_s`` x (1 +
+    ``spread`` x (r - middle)); ITL/TPOT default to concurrency x 1000 / tok/s (each request's share)."""
+    pts = []
+    for c, v in tok_s.items():
+        for r in range(repeats):
+            value = v * (1 + spread * (r - (repeats - 1) / 2))
+            step = itl[c] if itl else 1000.0 * c / v
+            pts.append(
+                point(
+                    c,
+                    r,
+                    value,
+                    itl=step,
+                    ttft=ttft[c] if ttft else 50.0,
+                    accept=None if algorithm == "none" else 3.0,
+                )
+            )
+    rec = record(
+        run_id=run_id,
+        host=host,
+        config=config,
+        algorithm=algorithm,
+        tp=tp,
+        benchmark=bench(pts, slo=slo),
+        kv_observed=kv,
+        mrr_observed=mrr,
+    )
+    return write(root, rec)
 
 
 def plan(kv: int = 100_000, mrr: int = 8, fits: bool = True, **extra: Any) -> dict[str, Any]:

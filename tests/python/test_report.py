@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import html
 import re
 from html.parser import HTMLParser
 from pathlib import Path
@@ -11,6 +12,8 @@ import pytest
 import recordfactory as rf
 
 from sglbench import cli, report, results
+
+PLOTS = ("throughput", "speedup", "breakeven", "frontier", "latency", "acceptance", "scaling", "capacity")
 
 
 class _Refs(HTMLParser):
@@ -42,7 +45,7 @@ def test_html_is_self_contained(rendered: tuple[Path, list[Path]]) -> None:
     assert "script" not in p.tags and "link" not in p.tags and "iframe" not in p.tags
     assert not re.search(r"https?://", text)  # nothing to fetch, not even in CSS
     imgs = [v for tag, k, v in p.refs if tag == "img"]
-    assert len(imgs) == 6
+    assert len(imgs) == len(PLOTS)
     for v in imgs:
         assert v.startswith("data:image/png;base64,")
         assert base64.b64decode(v.split(",", 1)[1])[:8] == b"\x89PNG\r\n\x1a\n"
@@ -52,9 +55,7 @@ def test_html_is_self_contained(rendered: tuple[Path, list[Path]]) -> None:
 def test_pngs_are_written_beside_the_html(rendered: tuple[Path, list[Path]]) -> None:
     out, written = rendered
     pngs = sorted(p.name for p in written if p.suffix == ".png")
-    assert pngs == sorted(
-        f"report-{k}.png" for k in ("throughput", "speedup", "latency", "acceptance", "scaling", "capacity")
-    )
+    assert pngs == sorted(f"report-{k}.png" for k in PLOTS)
     for p in written[1:]:
         assert p.parent == out.parent and p.read_bytes()[:4] == b"\x89PNG"
         assert base64.b64encode(p.read_bytes()).decode() in out.read_text()  # the same image is embedded
@@ -63,18 +64,12 @@ def test_pngs_are_written_beside_the_html(rendered: tuple[Path, list[Path]]) -> 
 def test_content_a_reader_needs(rendered: tuple[Path, list[Path]]) -> None:
     text = rendered[0].read_text()
     assert "SIMULATED DATA" in text
-    for heading in (
-        "At a glance",
-        "Results per TP phase",
-        "Throughput and speedup",
-        "Latency",
-        "Speculative acceptance",
-        "Scaling across TP sizes",
-        "Capacity",
-        "Failures and skips",
-        "How the numbers were computed",
-    ):
-        assert f"<h2>{heading}</h2>" in text
+    assert re.findall(r"<h2>([^<]*)</h2>", text) == [html.escape(h, quote=False) for h in report.SECTIONS]
+    # the deployment answer: a deploy table per TP, the pairs behind it, the limits, the knee lines
+    assert "<h3>TP 1: deploy table</h3>" in text and "<h3>TP 8: deploy table</h3>" in text
+    assert "qwen27b-ddtree-b16 at every measured level (concurrency 1 to 4)" in text
+    assert "<h3>TP 1: speculative vs baseline</h3>" in text
+    assert "slot-bound at concurrency 4" in text and "Knee (m, mixed)" in text
     assert "<h3>TP 1</h3>" in text and "<h3>TP 8</h3>" in text and "<h3>TP 4</h3>" not in text
     # failure list with classified causes and a recommendation each
     assert "cuda_oom" in text and "lower --mem-fraction-static" in text
@@ -151,6 +146,8 @@ def test_several_hosts_merge(tmp_path: Path) -> None:
     assert "host(s) gpu1, gpu2" in text and '<th class="l">host</th>' in text
     assert "ar @ gpu1" not in text  # series labels are drawn in the PNG, not the HTML
     assert sorted(p.name for p in tmp_path.glob("r-*.png")) == [
+        "r-breakeven.png",
+        "r-frontier.png",
         "r-latency.png",
         "r-speedup.png",
         "r-throughput.png",
@@ -192,3 +189,17 @@ def test_report_write_failure_removes_every_temp_file(
     with pytest.raises(outfiles.OutputError, match="No space left on device"):
         report.render(results.load(run), out)
     assert list((tmp_path / "out").iterdir()) == []
+
+
+def test_the_report_reads_the_deployment_answer_summarize_stored(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = rf.demo_campaign(tmp_path / "c", tps=(1,), concurrencies=(1, 4))
+    cli.main(["summarize", str(run)])
+    doc = (run / "breakeven.json").read_text()
+    (run / "breakeven.json").write_text(doc.replace("qwen27b-ddtree-b16 at every", "STORED at every"))
+    capsys.readouterr()
+    out = tmp_path / "r.html"
+    report.render(results.load(run), out)
+    assert "STORED at every measured level" in out.read_text()
+    assert capsys.readouterr().err == ""

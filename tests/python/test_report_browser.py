@@ -27,17 +27,6 @@ NO_BROWSER = "Chromium is not installed (Debian package chromium; `make test` in
 WIDTH = 1280
 BANNER_RGB = (0xB3, 0x26, 0x1E)  # .banner background in report.CSS
 CPU_ARGV = ["/opt/sglang-0.5.23-cpu/bin/python", "-m", "sglang.launch_server", "--device", "cpu"]
-SECTIONS = [
-    "At a glance",
-    "Results per TP phase",
-    "Throughput and speedup",
-    "Latency",
-    "Speculative acceptance",
-    "Scaling across TP sizes",
-    "Capacity",
-    "Failures and skips",
-    "How the numbers were computed",
-]
 # What the page looks like once every image has decoded; boxes are in page coordinates (CSS px).
 FACTS = """(async () => {
   await Promise.all([...document.images].map((i) => i.decode().catch(() => null)));
@@ -89,7 +78,7 @@ def _assert_renders(page: Page, html: Path) -> dict[str, Any]:
         assert img["w"] > 0 and img["h"] > 0, f"image not shown: {img['alt']}"
         assert img["x"] >= 0 and img["x"] + img["w"] <= WIDTH, f"image outside the page: {img['alt']}"
     assert facts["scrollWidth"] <= facts["clientWidth"] == WIDTH  # nothing makes the page scroll sideways
-    assert facts["sections"] == SECTIONS
+    assert facts["sections"] == list(report.SECTIONS)
     width, height = struct.unpack(">II", page.screenshot[16:24])  # the PNG's IHDR
     assert page.screenshot[:8] == b"\x89PNG\r\n\x1a\n"
     assert width == WIDTH and abs(height - facts["scrollHeight"]) <= 1  # the whole page, not one screen
@@ -121,7 +110,7 @@ def test_report_renders_in_chromium(chromium: Chromium, mixed_report: tuple[Path
     page = _open(chromium, html, "report.png")
     facts = _assert_renders(page, html)
     alts = [img["alt"] for img in facts["images"]]
-    assert len(alts) == 6 and len(set(alts)) == 6  # every plot of the campaign, each once
+    assert len(alts) == 8 and len(set(alts)) == 8  # every plot of the campaign, each once
     assert [b["text"].split(" — ")[0] for b in facts["banners"]] == ["SIMULATED DATA", "CPU ENGINE"]
     sim, cpu = (b["text"] for b in facts["banners"])
     assert f"{n_attempts - 1} of {n_attempts} attempts (marked SIM)" in sim

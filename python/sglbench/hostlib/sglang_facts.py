@@ -427,4 +427,16 @@ ATTEMPT_SCHEMA = "sglbench.attempt/1"  # record.json of one config attempt
 BENCH_SCHEMA = "sglbench.bench/1"  # the load generator's summary.json (record.benchmark)
 POINT_SCHEMA = "sglbench.point/1"  # one finished load point of a resumable run
 IDENTITY_SCHEMA = "sglbench.identity/1"  # the defining inputs of an attempt (resume hash)
-SCHEMAS: tuple[str, ...] = (ATTEMPT_SCHEMA, BENCH_SCHEMA, POINT_SCHEMA, IDENTITY_SCHEMA)
+# The deployment answer of one run, written by `sglbench summarize` beside the run's hosts (docs/deploy.md).
+BREAKEVEN_SCHEMA = "sglbench.breakeven/1"  # breakeven.json: speculative vs baseline per load, deploy table
+FRONTIER_SCHEMA = "sglbench.frontier/1"  # frontier.json: per-GPU Pareto frontier and its knee
+LIMITS_SCHEMA = "sglbench.limits/1"  # limits.json: why each config's highest load is where it is
+SCHEMAS: tuple[str, ...] = (
+    ATTEMPT_SCHEMA,
+    BENCH_SCHEMA,
+    POINT_SCHEMA,
+    IDENTITY_SCHEMA,
+    BREAKEVEN_SCHEMA,
+    FRONTIER_SCHEMA,
+    LIMITS_SCHEMA,
+)

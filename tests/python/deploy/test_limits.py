@@ -1,0 +1,105 @@
+"""Limit labels on constructed curves: slot-, KV-, compute- and SLO-bound, not reached, and the SLO rules."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import recordfactory as rf
+
+from sglbench import results
+from sglbench.deploy import answer, schema
+
+FLAT_ITL = {1: 20.0, 2: 20.5, 4: 21.0, 8: 21.5}  # per-request decode rate within 10%
+LINEAR = {1: 50.0, 2: 100.0, 4: 200.0, 8: 400.0}
+
+
+def _limit(root: Path, config: str = "ar") -> schema.Limit:
+    (a,) = answer.compute(results.load(root / "run1"))
+    return next(lim for lim in a.limits.limits if lim.config == config)
+
+
+def test_concurrency_beyond_the_request_slots_is_slot_bound(tmp_path: Path) -> None:
+    rf.curve(
+        tmp_path,
+        "ar",
+        LINEAR,
+        itl={1: 20.0, 2: 22.0, 4: 30.0, 8: 60.0},
+        mrr=4,
+        ttft={1: 50, 2: 50, 4: 60, 8: 400},
+    )
+    lim = _limit(tmp_path)
+    assert lim.label == "slot-bound" and lim.examined_point == "c8"
+    assert lim.bounds.max_running_requests == 4 and lim.bounds.max_running_requests_source == "observed"
+    assert lim.evidence[0].startswith("concurrency 8 > max running requests 4 (observed): 4 requests wait")
+    assert "TTFT p50 50 ms at c1 -> 400 ms at c8" in lim.evidence[1]
+    assert lim.server_counters is None
+
+
+def test_the_plan_gives_the_slots_when_the_probe_did_not(tmp_path: Path) -> None:
+    pts = [rf.point(c, r, v) for c, v in LINEAR.items() for r in range(2)]
+    rec = rf.record(config="ar", benchmark=rf.bench(pts), plan_=rf.plan(mrr=8), kv_observed=None)
+    rf.write(tmp_path, rec)
+    lim = _limit(tmp_path)
+    assert lim.label == "slot-bound" and lim.bounds.max_running_requests_source == "plan"
+    assert lim.evidence[0].startswith("concurrency 8 = max running requests 8 (plan): every request slot")
+
+
+def test_a_token_pool_smaller_than_the_slots_is_kv_bound(tmp_path: Path) -> None:
+    # 20 prompt + 100 completion tokens per request; 600 KV tokens hold 5 requests, 64 slots
+    pts = [rf.point(c, 0, v, n_ok=2) for c, v in LINEAR.items()]
+    reqs = [rf.request(c, 0, i, 100) for c in LINEAR for i in range(2)]
+    rf.write(
+        tmp_path, rf.record(config="ar", benchmark=rf.bench(pts), kv_observed=600, mrr_observed=64), reqs
+    )
+    lim = _limit(tmp_path)
+    assert lim.bounds.tokens_per_request == 120.0 and lim.bounds.kv_requests == 5
+    assert lim.label == "kv-bound"
+    assert (
+        lim.evidence[0]
+        == "8 requests in flight >= KV bound 5 (600 tokens (observed) / 120 tokens per request)"
+    )
+
+
+def test_decode_rate_falling_below_the_bounds_is_compute_bound(tmp_path: Path) -> None:
+    rf.curve(tmp_path, "ar", LINEAR, itl={1: 20.0, 2: 21.0, 4: 23.0, 8: 30.0})
+    lim = _limit(tmp_path)
+    assert lim.label == "compute-bound"
+    assert lim.per_user_tok_s_lowest == 50.0 and round(lim.per_user_tok_s_examined or 0, 1) == 33.3
+    assert "-33%" in lim.evidence[0]
+
+
+def test_an_slo_failing_below_every_bound_is_slo_bound(tmp_path: Path) -> None:
+    slo = {"ttft_ms_p99": 150.0}
+    rf.curve(tmp_path, "ar", LINEAR, itl=FLAT_ITL, ttft={1: 50, 2: 60, 4: 100, 8: 120}, slo=slo)
+    lim = _limit(tmp_path)
+    assert lim.label == "slo-bound" and lim.examined_point == "c4"
+    assert (lim.limit_level, lim.next_level) == (2.0, 4.0)
+    assert lim.slo.met_up_to == 2.0 and lim.slo.first_failing == "c4"
+    (fail,) = lim.slo.failures
+    assert (fail.column, fail.limit, fail.value, fail.met) == ("ttft_ms_p99", 150.0, 200.0, False)
+    assert "SLO ttft_ms_p99 <= 150 fails at c4: ttft_ms_p99 = 200.0" in lim.evidence
+
+
+def test_a_per_request_slo_is_judged_on_the_p99_and_an_unknown_key_is_listed(tmp_path: Path) -> None:
+    slo = {"ttft_ms": 150.0, "goodput_share": 0.99}
+    rf.curve(tmp_path, "ar", LINEAR, itl=FLAT_ITL, ttft={1: 50, 2: 80, 4: 60, 8: 70}, slo=slo)
+    lim = _limit(tmp_path)
+    assert lim.slo.unjudged == ["goodput_share"]
+    assert lim.slo.first_failing == "c2" and lim.slo.failures[0].column == "ttft_ms_p99"
+    assert lim.limit_level == 1.0 and lim.next_level == 2.0
+
+
+def test_an_slo_failing_at_the_lowest_level_has_no_limit_level(tmp_path: Path) -> None:
+    rf.curve(
+        tmp_path, "ar", LINEAR, itl=FLAT_ITL, ttft={1: 500, 2: 500, 4: 500, 8: 500}, slo={"ttft_ms_p50": 100}
+    )
+    lim = _limit(tmp_path)
+    assert lim.label == "slo-bound" and lim.limit_level is None and lim.next_level == 1.0
+
+
+def test_nothing_reached_says_the_levels_stopped_first(tmp_path: Path) -> None:
+    rf.curve(tmp_path, "ar", LINEAR, itl=FLAT_ITL)
+    lim = _limit(tmp_path)
+    assert lim.label == "not reached" and lim.limit_level == 8.0 and lim.next_level is None
+    assert lim.evidence[0] == "no bound reached by the highest measured level (c8)"
+    assert lim.evidence[-1] == "in flight 8; bounds: slots 64, KV unknown (no request rows)"
