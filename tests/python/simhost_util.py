@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from sglbench.hostlib import host_guard
+from host_probes import bench_lock_argv
 
 REPO = Path(__file__).resolve().parents[2]
 LOAD = {"prompt_sets": ["math"], "concurrency": [1], "repeats": 2, "num_prompts": 1000, "duration_s": 2}
@@ -24,12 +24,6 @@ LOAD |= {"max_new_tokens": 16, "warmup": 0}
 MATRIX = [
     {"name": "qwen3-8b-ar", "model_path": "/models/qwen3-8b", "tp": [1], "args": {"context_length": 8192}}
 ]
-
-
-# Prints the bench lock's holder (its JSON line) while some process holds the lock; nothing otherwise.
-BENCH_LOCK_HELD = (
-    f"f={host_guard.lock_path()}; [ -e $f ] || exit 0; flock -n -E 3 $f true; [ $? -ne 3 ] || cat $f"
-)
 
 
 def env(name: str, **extra: str) -> dict[str, str]:
@@ -120,9 +114,8 @@ def gpus_free(name: str) -> bool:
 
 def bench_clients(name: str) -> list[str]:
     """Benchmark clients running on the host, as the holder lines of its bench lock (an orphan of a dead
-    campaign or of a dropped connection shows up here). A pipelined module runs as a bare ``python3``
-    reading its code from stdin, so the lock is what names it, not its argv."""
-    return [line for line in host(name, "sh", "-c", BENCH_LOCK_HELD).stdout.splitlines() if line.strip()]
+    campaign or of a dropped connection shows up here)."""
+    return [line for line in host(name, *bench_lock_argv()).stdout.splitlines() if line.strip()]
 
 
 class Sampler:
