@@ -138,7 +138,7 @@ options:
         restarted the server).
       - When the lock is held by a client of the same campaign (I(guard.run_id), I(guard.controller)) against
         the same I(guard.unit), that client lost its connection to the controller and Ansible is running the
-        point again (ssh retries): it is ended (SIGTERM, SIGKILL after 5 s) and the point is measured afresh.
+        point again (ssh retries); it is ended (SIGTERM, SIGKILL after 5 s) and the point is measured afresh.
         Each point of the summary then carries C(ended_client) (pid, started_at, killed, reason) and the
         module warns.
       - Keys C(unit), C(invocation_id), C(run_id), C(controller), C(dir) (default C(/run/sglbench)).
