@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The embedded default: run the campaign's TP1 phase on the sim host container and show the result.
-#   1. start the sim host (real systemd + the SGLang stand-in) from the image `make image` built
+#   1. start the sim host (real systemd, sshd + the SGLang stand-in) from the image `make image` built;
+#      Ansible reaches it over SSH (SGLBENCH_SIMHOST_NAME names another container, e.g. to run two demos)
 #   2. ansible-playbook bench.yml -i inventory/sim -e tp=1   (plan -> stop -> start -> health -> probe -> bench -> stop),
 #      then TP8 of the 27B baseline and DFlash in the same run (TP scaling; SGLBENCH_DEMO_TP_SCALING=0 skips it)
 #   3. print the per-config table (and each config's overhead outside server start and load), write the HTML report
@@ -10,6 +11,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 run_id="${SGLBENCH_RUN_ID:-demo-$(date -u +%Y%m%d-%H%M%S)}"
 results="${SGLBENCH_RESULTS_DIR:-$root/results}"
+host="${SGLBENCH_SIMHOST_NAME:-sglbench-simhost}"
 started=$(date +%s)
 
 echo "== sim host"
@@ -18,13 +20,14 @@ scripts/simhost.sh up
 echo "== ansible-playbook bench.yml -i inventory/sim -e tp=1   (run $run_id)"
 set +e
 ansible-playbook bench.yml -i inventory/sim -e tp=1 -e sglbench_run_id="$run_id" \
-  -e sglbench_results_dir="$results"
+  -e sglbench_results_dir="$results" -e ansible_host="$host"
 playbook_rc=$?
 # TP scaling: TP8 of the 27B baseline and DFlash, added to the same run.
 if [ "${SGLBENCH_DEMO_TP_SCALING:-1}" != 0 ]; then
   echo "== ansible-playbook bench.yml -i inventory/sim -e tp=8, configs qwen27b-ar + qwen27b-dflash   (run $run_id)"
   ansible-playbook bench.yml -i inventory/sim -e tp=8 -e sglbench_run_id="$run_id" \
-    -e sglbench_results_dir="$results" -e '{"sglang_cycle_configs": ["qwen27b-ar", "qwen27b-dflash"]}'
+    -e sglbench_results_dir="$results" -e ansible_host="$host" \
+    -e '{"sglang_cycle_configs": ["qwen27b-ar", "qwen27b-dflash"]}'
   rc=$?; [ "$playbook_rc" -ne 0 ] || playbook_rc=$rc
 fi
 set -e

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Install the Debian packages `make demo` and `make test` need, when run as root and missing:
-#   required  podman + runc + mmdebstrap + uidmap (the sim host); without root, missing ones fail set-up
+#   required  podman + runc + mmdebstrap + uidmap (the sim host) + openssh-client (Ansible reaches hosts
+#             over SSH); without root, missing ones fail set-up
 #   optional  chromium + fonts-liberation (the report's browser test, tests/python/test_report_browser.py,
 #             which skips when Chromium is absent); without root, missing ones are only reported
 set -euo pipefail
-required=(podman runc mmdebstrap uidmap)
+required=(podman runc mmdebstrap uidmap openssh-client)
 optional=(chromium fonts-liberation)
 
 missing() {

@@ -2,8 +2,19 @@
 # Start, stop or inspect the sim host container that `inventory/sim` targets.
 #   scripts/simhost.sh up      start it (builds the image if missing); idempotent
 #   scripts/simhost.sh down    remove it
-#   scripts/simhost.sh status  print its state
-# The container runs real systemd as PID 1; Ansible reaches it with the podman connection.
+#   scripts/simhost.sh status  print its state and how to reach it
+# The container runs real systemd as PID 1 and sshd; Ansible reaches it over SSH, as a real GPU host.
+#
+# SSH: the container's port 22 is published on a free loopback port (podman picks it; `podman port` reads
+# it back), so any number of sim hosts run at once. `up` makes the controller's key pair once per checkout
+# (build/ssh/id_ed25519, 0600, never committed: build/ is ignored), installs its public key as root's only
+# authorized key (podman exec), and writes what it resolved to build/ssh/<container>/:
+#   config       the ssh_config of this container: Host <container> -> 127.0.0.1:<port>, user root, our
+#                key, our known_hosts, StrictHostKeyChecking yes. The inventories pass it with `ssh -F`
+#                (ansible_ssh_common_args), so these facts live here only; by hand: ssh -F <config> <container>
+#   known_hosts  the container's own host key (made at its first boot), read through podman exec: the
+#                key is trusted because podman says it is that container's, never on first use
+# `down` removes the container and that directory.
 #
 # With --real-sglang (after the command) the same image runs as the real-SGLang sim host that
 # `inventory/realsim` targets (default name sglbench-realsim): the real SGLang environment of
@@ -39,6 +50,70 @@ wait_systemd() {
   return 1
 }
 
+ssh_root="$root/build/ssh"
+ssh_dir="$ssh_root/$name"
+ssh_key="$ssh_root/id_ed25519"
+
+# The controller's key pair, made once per checkout; concurrent `up`s of several containers make one.
+ensure_key() {
+  mkdir -p "$ssh_root"
+  chmod 0700 "$ssh_root"
+  (
+    flock 9
+    if [ ! -s "$ssh_key" ]; then
+      rm -f "$ssh_key" "$ssh_key.pub"
+      ssh-keygen -q -t ed25519 -N "" -C "sglbench controller key ($root)" -f "$ssh_key"
+    fi
+    chmod 0600 "$ssh_key"
+  ) 9>"$ssh_root/.keygen.lock"
+}
+
+# The loopback port podman published for the container's port 22 (empty when none).
+ssh_port() {
+  podman port "$name" 22/tcp 2>/dev/null | sed -n 's/^127\.0\.0\.1:\([0-9][0-9]*\)$/\1/p' | head -n 1
+}
+
+# Authorize our key for root, record the container's host key and write its ssh_config; then log in once.
+ssh_setup() {
+  local port hostkey out
+  ensure_key
+  port="$(ssh_port)"
+  [ -n "$port" ] || { echo "$name: port 22 is not published on 127.0.0.1 (podman port $name 22/tcp)" >&2; return 1; }
+  for _ in $(seq 1 100); do
+    podman exec "$name" systemctl is-active --quiet ssh.service && break
+    sleep 0.1
+  done
+  podman exec "$name" systemctl is-active --quiet ssh.service \
+    || { echo "$name: sshd is not running: $(podman exec "$name" systemctl status --no-pager ssh.service 2>&1 | tail -n 5)" >&2; return 1; }
+  podman exec -i "$name" sh -c 'umask 077 && mkdir -p /root/.ssh && cat > /root/.ssh/authorized_keys' <"$ssh_key.pub"
+  hostkey="$(podman exec "$name" cat /etc/ssh/ssh_host_ed25519_key.pub | cut -d" " -f1,2)"
+  case "$hostkey" in ssh-ed25519\ *) ;; *) echo "$name: no ed25519 host key in the container" >&2; return 1 ;; esac
+  mkdir -p "$ssh_dir"
+  echo "$name $hostkey" >"$ssh_dir/known_hosts.tmp"
+  mv "$ssh_dir/known_hosts.tmp" "$ssh_dir/known_hosts"
+  cat >"$ssh_dir/config.tmp" <<CONFIG
+# The sim host container $name, as scripts/simhost.sh up resolved it. Rewritten by every \`up\`.
+Host $name
+  HostName 127.0.0.1
+  Port $port
+  User root
+  IdentityFile $ssh_key
+  IdentitiesOnly yes
+  UserKnownHostsFile $ssh_dir/known_hosts
+  HostKeyAlias $name
+  StrictHostKeyChecking yes
+  BatchMode yes
+CONFIG
+  mv "$ssh_dir/config.tmp" "$ssh_dir/config"
+  out="$(ssh -F "$ssh_dir/config" -o ConnectTimeout=10 "$name" true 2>&1)" \
+    || { echo "$name: ssh -F $ssh_dir/config $name fails: $out" >&2; return 1; }
+}
+
+# Whether the container runs the wanted image with port 22 published (then `up` keeps it).
+keep_running() {
+  [ "$1" = "$2 true" ] && [ -n "$(ssh_port)" ]
+}
+
 # The real-SGLang variant: mounts, then the wrapper and the models link inside the container.
 up_real() {
   local image="$1" env_root version base_home base_prefix want current state
@@ -67,12 +142,13 @@ up_real() {
   want="$image $env_root"
   current="$(podman inspect -f '{{.ImageName}} {{index .Config.Labels "sglbench.real-sglang"}} {{.State.Running}}' \
     "$name" 2>/dev/null || true)"
-  if [ "$current" = "$want true" ]; then
-    echo "$name: running ($image, real SGLang $version from $env_root)"
+  if keep_running "$current" "$want"; then
+    ssh_setup
+    echo "$name: running ($image, real SGLang $version from $env_root; ssh -F $ssh_dir/config $name)"
     return 0
   fi
   podman rm -f "$name" >/dev/null 2>&1 || true
-  podman run -d --name "$name" --hostname "$name" --systemd=always \
+  podman run -d --name "$name" --hostname "$name" --systemd=always -p 127.0.0.1::22 \
     --label "sglbench.real-sglang=$env_root" "${mounts[@]}" "$image" /lib/systemd/systemd >/dev/null
   state="$(wait_systemd)"
   local opt="/opt/sglang-$version-cpu"
@@ -89,7 +165,9 @@ WRAPPER
   got="$(podman exec "$name" "$opt/bin/python" -c 'import importlib.metadata as m; print(m.version("sglang"))' 2>&1)" \
     || { echo "$name: the real SGLang does not run in the container: $got" >&2; exit 1; }
   [ "$got" = "$version" ] || { echo "$name: sglang $got in the container, wanted $version" >&2; exit 1; }
-  echo "$name: up ($image, systemd $state, real SGLang $version from $env_root as $opt/bin/python)"
+  ssh_setup
+  echo "$name: up ($image, systemd $state, real SGLang $version from $env_root as $opt/bin/python;" \
+    "ssh -F $ssh_dir/config $name)"
 }
 
 case "$cmd" in
@@ -100,26 +178,26 @@ case "$cmd" in
       exit 0
     fi
     current="$(podman inspect -f '{{.ImageName}} {{.State.Running}}' "$name" 2>/dev/null || true)"
-    if [ "$current" = "$image true" ]; then
-      echo "$name: running ($image)"
+    if keep_running "$current" "$image"; then
+      ssh_setup
+      echo "$name: running ($image; ssh -F $ssh_dir/config $name)"
       exit 0
     fi
     podman rm -f "$name" >/dev/null 2>&1 || true
-    podman run -d --name "$name" --hostname "$name" --systemd=always "$image" /lib/systemd/systemd >/dev/null
-    for _ in $(seq 1 100); do
-      state="$(podman exec "$name" systemctl is-system-running 2>/dev/null || true)"
-      case "$state" in running|degraded) echo "$name: up ($image, systemd $state)"; exit 0 ;; esac
-      sleep 0.1
-    done
-    echo "$name: systemd did not come up within 10 s (state: ${state:-unknown})" >&2
-    exit 1
+    podman run -d --name "$name" --hostname "$name" --systemd=always -p 127.0.0.1::22 \
+      "$image" /lib/systemd/systemd >/dev/null
+    state="$(wait_systemd)"
+    ssh_setup
+    echo "$name: up ($image, systemd $state; ssh -F $ssh_dir/config $name)"
     ;;
   down)
     podman rm -f "$name" >/dev/null 2>&1 || true
+    rm -rf "$ssh_dir"
     echo "$name: removed"
     ;;
   status)
     podman inspect -f '{{.Name}} {{.State.Status}} {{.ImageName}}' "$name" 2>/dev/null || echo "$name: absent"
+    [ ! -f "$ssh_dir/config" ] || echo "ssh -F $ssh_dir/config $name   (127.0.0.1:$(ssh_port))"
     ;;
   *)
     echo "usage: $0 up|down|status [--real-sglang]" >&2

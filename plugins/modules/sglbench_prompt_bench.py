@@ -136,6 +136,11 @@ options:
         C(/run/sglbench/bench.lock) while it sends load and refuses to run when another benchmark holds it,
         or when I(guard.unit)'s current systemd InvocationID is not I(guard.invocation_id) (another campaign
         restarted the server).
+      - When the lock is held by a client of the same campaign (I(guard.run_id), I(guard.controller)) against
+        the same I(guard.unit), that client lost its connection to the controller and Ansible is running the
+        point again (ssh retries); it is ended (SIGTERM, SIGKILL after 5 s) and the point is measured afresh.
+        Each point of the summary then carries C(ended_client) (pid, started_at, killed, reason) and the
+        module warns.
       - Keys C(unit), C(invocation_id), C(run_id), C(controller), C(dir) (default C(/run/sglbench)).
     type: dict
   records_path:
@@ -202,12 +207,14 @@ from ansible.module_utils.sglbench_hostlib.atomic_file import write_atomic
 from ansible.module_utils.sglbench_hostlib.host_guard import (
     Campaign,
     GuardRefused,
+    Lease,
     bench_guard,
     check_invocation,
 )
 from ansible.module_utils.sglbench_hostlib.loadgen import (
     DEFAULT_MAX_CONCURRENCY,
     BenchSpec,
+    CampaignResult,
     LoadgenError,
     LoadPoint,
     SamplingSpec,
@@ -221,6 +228,7 @@ from ansible.module_utils.sglbench_hostlib.loadgen import (
 )
 from ansible.module_utils.sglbench_hostlib.metrics import Slo
 from ansible.module_utils.sglbench_hostlib.prompts import PromptError, prompts_from_params, synthetic_prompts
+from ansible.module_utils.sglbench_hostlib.result_schema import note_ended_client
 from ansible.module_utils.sglbench_hostlib.systemd_unit import read_unit_state
 
 
@@ -299,14 +307,22 @@ def guarded(p: dict):
         p["url"],
         Campaign(str(g.get("run_id") or ""), str(g.get("controller") or "")),
         str(g.get("dir") or "/run/sglbench"),
-    ) as holder:
+    ) as lease:
         if unit and g.get("invocation_id"):
             try:
                 current = read_unit_state(unit).invocation_id
             except RuntimeError as err:
                 raise GuardRefused(f"cannot read the state of {unit}: {err}") from None
             check_invocation(unit, str(g["invocation_id"]), current)
-        yield holder
+        yield lease
+
+
+def summary_of(result: CampaignResult, lease: Lease | None) -> dict:
+    """The summary document, each point noting the cut-off client the guard ended before it (if any)."""
+    summary = campaign_summary(result)
+    if lease is not None and lease.takeover is not None:
+        summary = note_ended_client(summary, lease.takeover.as_dict())
+    return summary
 
 
 def run(module: AnsibleModule) -> None:
@@ -343,7 +359,9 @@ def run(module: AnsibleModule) -> None:
             max_error_rate=p["max_error_rate"],
         )
         spec.validate()
-        with guarded(p):
+        with guarded(p) as lease:
+            if lease is not None and lease.takeover is not None:
+                module.warn(f"{p['url']}: {lease.takeover.describe()}")
             result = run_campaign(spec)
     except GuardRefused as err:
         module.fail_json(msg=f"prompt benchmark against {p['url']} refused: {err}", url=p["url"], guard=True)
@@ -364,7 +382,7 @@ def run(module: AnsibleModule) -> None:
     extra = {"records": rows} if p["return_records"] else {}
     module.exit_json(
         changed=False,
-        summary=campaign_summary(result),
+        summary=summary_of(result, lease),
         records_path=p["records_path"],
         n_records=len(rows),
         **extra,

@@ -250,6 +250,17 @@ def _failed(host: HostProgress, data: dict[str, Any], task: str, res: Any) -> Ho
     return host
 
 
+def _unreachable(host: HostProgress, task: str, res: Any) -> HostProgress:
+    """The host became unreachable (its connection retries ran out): the message says where, when an
+    attempt was under way. The first such event is the one kept."""
+    if host.unreachable:
+        return host
+    msg = _msg(res) or "unreachable"
+    if host.instance and host.phase not in ("recorded", "unreachable"):
+        msg += f" (during {host.instance}, {host.phase}: task {task!r})"
+    return replace(host, phase="unreachable", unreachable=msg)
+
+
 def apply_host_event(
     host: HostProgress, kind: str, data: dict[str, Any], state: Progress, t: float | None
 ) -> HostProgress:
@@ -257,7 +268,7 @@ def apply_host_event(
     task = str(data.get("task") or "")
     res = data.get("res")
     if kind == "runner_on_unreachable":
-        return replace(host, phase="unreachable", unreachable=_msg(res) or "unreachable")
+        return _unreachable(host, task, res)
     if kind == "runner_on_failed" and not data.get("ignore_errors"):
         return _failed(host, data, task, res)
     if kind == "runner_on_ok":

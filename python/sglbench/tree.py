@@ -114,6 +114,20 @@ def descendants(root: int, parents: dict[int, int]) -> list[int]:
     return out
 
 
+def ssh_masters(pids: Iterable[int], proc: Path = Path("/proc")) -> list[int]:
+    """The pids that are ssh connection masters (ControlPersist: ``ssh: <control path> [mux]``), which
+    outlive the playbook by design and hold no lock (ssh closes every inherited descriptor)."""
+    out = []
+    for pid in pids:
+        try:
+            argv = (proc / str(pid) / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if argv.startswith(b"ssh: ") and argv.rstrip(b"\0").endswith(b"[mux]"):
+            out.append(pid)
+    return out
+
+
 def _signal_all(pids: Iterable[int], sig: int) -> None:
     for pid in pids:
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -329,7 +343,9 @@ class Keeper:
             if rc is None:
                 time.sleep(POLL_S)
         child.returncode = rc
-        left = terminate_tree(os.getpid(), 2.0)  # a normal end leaves nothing behind; be sure
+        # A normal end leaves nothing behind but the ssh connection masters; be sure.
+        masters = ssh_masters(descendants(os.getpid(), parent_map()))
+        left = [pid for pid in terminate_tree(os.getpid(), 2.0) if pid not in masters]
         if left:
             self.say(f"ended {len(left)} leftover process(es) of the playbook: {left}")
         self.save(phase="finished", rc=rc)

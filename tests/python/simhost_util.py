@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 
+from host_probes import bench_lock_argv
+
 REPO = Path(__file__).resolve().parents[2]
 LOAD = {"prompt_sets": ["math"], "concurrency": [1], "repeats": 2, "num_prompts": 1000, "duration_s": 2}
 LOAD |= {"max_new_tokens": 16, "warmup": 0}
@@ -111,9 +113,9 @@ def gpus_free(name: str) -> bool:
 
 
 def bench_clients(name: str) -> list[str]:
-    """Benchmark modules running on the host (orphans of a dead campaign show up here)."""
-    ps = host(name, "ps", "-eww", "-o", "pid=,args=")
-    return [line for line in ps.stdout.splitlines() if "AnsiballZ_sglbench_prompt_bench" in line]
+    """Benchmark clients running on the host, as the holder lines of its bench lock (an orphan of a dead
+    campaign or of a dropped connection shows up here)."""
+    return [line for line in host(name, *bench_lock_argv()).stdout.splitlines() if line.strip()]
 
 
 class Sampler:

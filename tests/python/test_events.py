@@ -282,3 +282,22 @@ def test_attempt_detail(attempt: dict, detail: str) -> None:
 def test_a_fact_that_is_not_an_attempt_state_is_ignored() -> None:
     ev = _ev("runner_on_ok", "h", "x", res={"ansible_facts": {cycle.STATE_FACT: {"phase": "stop"}}})
     assert not events.apply_event(events.Progress(), ev).hosts["h"].structured
+
+
+def test_a_host_lost_mid_attempt_says_during_which_attempt_and_phase() -> None:
+    """A connection that stays down past ssh's retries ends the host's play: the run's failure names the
+    attempt and phase it cut, and the first unreachable event is the one kept."""
+    state = cycle.enter(cycle.begin("a-tp1", 1000.0), "bench", 1001.0)
+    task = "bench | Run the prompt benchmark at c1-r0"
+    lost = {"msg": "Failed to connect to the host via ssh: Connection refused", "unreachable": True}
+    st = events.fold(
+        [
+            _state_ev(state, "2026-11-29T10:00:00+00:00"),
+            _ev("runner_on_unreachable", "h", task, res=lost, t="2026-11-29T10:00:30+00:00"),
+            _ev("runner_on_unreachable", "h", "later", res={"msg": "x"}, t="2026-11-29T10:00:31+00:00"),
+        ]
+    )
+    assert events.failure_kind(st) == (
+        "h unreachable: Failed to connect to the host via ssh: Connection refused "
+        f"(during a-tp1, benchmark: task {task!r})"
+    )

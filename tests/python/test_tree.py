@@ -194,3 +194,17 @@ def test_missing_configuration_is_one_line(capsys: pytest.CaptureFixture[str], m
     monkeypatch.delenv(tree.ENV, raising=False)
     assert tree.main([]) == 2
     assert "started by `sglbench run`" in capsys.readouterr().err
+
+
+def test_ssh_connection_masters_are_told_apart_from_leftovers(tmp_path: Path) -> None:
+    """A ControlPersist master outlives every playbook by design: ended at the end, but not reported as a
+    leftover. Anything else is."""
+    argvs = {
+        11: b"ssh: /root/.ansible/cp/67742145b3 [mux]\0",
+        12: b"ssh\0-o\0ControlMaster=auto\0simhost\0/bin/sh -c 'python3'\0",
+        13: b"/usr/bin/python3\0-m\0worker\0",
+    }
+    for pid, argv in argvs.items():
+        (tmp_path / str(pid)).mkdir()
+        (tmp_path / str(pid) / "cmdline").write_bytes(argv)
+    assert tree.ssh_masters([11, 12, 13, 14], proc=tmp_path) == [11]

@@ -26,6 +26,7 @@ from typing import Any
 
 import pytest
 
+from host_probes import bench_lock_argv
 from real_sglang import HAVE_ENV, NO_REAL_ENV, REPO, VERSION
 
 SIMHOST = REPO / "scripts" / "simhost.sh"
@@ -280,9 +281,9 @@ def test_real_server_killed_mid_benchmark_is_classified_from_its_journal(campaig
         proc = subprocess.Popen(argv, cwd=REPO, env=_env(campaign.name), stdout=fh, stderr=subprocess.STDOUT)
         try:
             deadline = time.monotonic() + 600
+            # the first point runs once its client holds the host's bench lock
             while time.monotonic() < deadline and proc.poll() is None:
-                ps = campaign.host("ps", "-eo", "args", "--no-headers").stdout
-                if "AnsiballZ_sglbench_prompt_bench" in ps:
+                if campaign.host(*bench_lock_argv()).stdout.strip():
                     break
                 time.sleep(0.5)
             assert proc.poll() is None, log.read_text()[-3000:]

@@ -7,7 +7,11 @@ does not end the remote process). So, on the host:
 
 - the benchmark module holds ``/run/sglbench/bench.lock`` (``flock``) while it sends load, with its
   pid, the unit, the run id and the controller written into the file. A second benchmark while one
-  runs is refused (:class:`GuardRefused`, naming the holder);
+  runs is refused (:class:`GuardRefused`, naming the holder), except when the holder is a client of the
+  same campaign (run id and controller) against the same unit: one campaign runs one point at a time
+  per host, so that client is one whose connection to the controller dropped and whose point Ansible
+  is running again (ssh retries); its result can never arrive, so it is ended (:class:`Takeover`) and
+  the point is measured afresh;
 - it benchmarks only the start of the unit its campaign made: the unit's current ``InvocationID`` must
   be the one the campaign's readiness wait saw, or another campaign restarted it;
 - the stop phase (``sglbench_host_guard``) ends a benchmark client left behind by a dead campaign of
@@ -87,28 +91,89 @@ def read_holder(path: str) -> BenchHolder | None:
 
 lock_held = flock.lock_held  # somebody holds the bench lock right now
 
+TAKEOVER_REASON = (
+    "a client of this campaign against the same unit still held the bench lock: its connection to the "
+    "controller was lost and the point was run again, so it was ended before this point was measured"
+)
+
+
+@dataclass(frozen=True)
+class Takeover:
+    """The earlier client of the same campaign and unit that :func:`bench_guard` ended."""
+
+    ended: BenchHolder
+    killed: list[int]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "pid": self.ended.pid,
+            "started_at": self.ended.started_at,
+            "killed": list(self.killed),
+            "reason": TAKEOVER_REASON,
+        }
+
+    def describe(self) -> str:
+        return f"ended the earlier client ({self.ended.describe()}): {TAKEOVER_REASON}"
+
+
+@dataclass(frozen=True)
+class Lease:
+    """The bench lock, held: who holds it (this process) and the client it ended to get it, if any."""
+
+    holder: BenchHolder
+    takeover: Takeover | None = None
+
+
+def own_client(holder: BenchHolder, unit: str, campaign: Campaign) -> bool:
+    """``holder`` is a client of ``campaign`` against ``unit`` (never this process): one that lost its
+    connection, since a campaign runs one point at a time per host."""
+    return (
+        bool(campaign.run_id and campaign.controller and unit)
+        and holder.campaign == campaign
+        and holder.unit == unit
+        and holder.pid != os.getpid()
+    )
+
+
+def _refusal(holder: BenchHolder | None, unit: str, url: str) -> GuardRefused:
+    who = holder.describe() if holder else "holder unknown"
+    return GuardRefused(
+        f"another benchmark is running on this host ({who}); refusing to run a second one against "
+        f"{unit or url}: both would share the server and the CPUs"
+    )
+
+
+def _take(path: str, unit: str, url: str, campaign: Campaign, grace_s: float) -> tuple[int, Takeover | None]:
+    """The locked descriptor of ``path``, after ending an earlier client of the same campaign and unit."""
+    fd = flock.try_lock(path, 0o644)
+    if fd is not None:
+        return fd, None
+    holder = read_holder(path)
+    if holder is None or not own_client(holder, unit, campaign):
+        raise _refusal(holder, unit, url)
+    killed, freed = end_client(holder, path, grace_s)
+    if not freed:
+        raise GuardRefused(f"could not end the earlier client of this campaign ({holder.describe()})")
+    fd = flock.try_lock(path, 0o644)
+    if fd is None:
+        raise _refusal(read_holder(path), unit, url)
+    return fd, Takeover(holder, killed)
+
 
 @contextlib.contextmanager
 def bench_guard(
-    unit: str, url: str, campaign: Campaign, directory: str = DEFAULT_DIR
-) -> Iterator[BenchHolder]:
+    unit: str, url: str, campaign: Campaign, directory: str = DEFAULT_DIR, grace_s: float = 5.0
+) -> Iterator[Lease]:
     """Hold the host's bench lock while the block runs; :class:`GuardRefused` when another benchmark
-    holds it. Child processes (``procs`` > 1) inherit the descriptor, so the lock lasts as long as they do.
+    holds it (a client of the same campaign and unit is ended instead: :func:`own_client`). Child
+    processes (``procs`` > 1) inherit the descriptor, so the lock lasts as long as they do.
     """
     os.makedirs(directory, mode=0o755, exist_ok=True)
-    path = lock_path(directory)
-    fd = flock.try_lock(path, 0o644)
-    if fd is None:
-        holder = read_holder(path)
-        who = holder.describe() if holder else "holder unknown"
-        raise GuardRefused(
-            f"another benchmark is running on this host ({who}); refusing to run a second one against "
-            f"{unit or url}: both would share the server and the CPUs"
-        ) from None
+    fd, takeover = _take(lock_path(directory), unit, url, campaign, grace_s)
     holder = BenchHolder(os.getpid(), unit, url, campaign.run_id, campaign.controller, time.time())
     try:
         flock.write_holder(fd, json.dumps(asdict(holder)) + "\n")
-        yield holder
+        yield Lease(holder, takeover)
     finally:
         with contextlib.suppress(OSError):
             os.ftruncate(fd, 0)
@@ -189,24 +254,37 @@ def clear_orphans(
             f"campaigns of two controllers must not share a host: wait for it, or end it there "
             f"(kill {holder.pid}) if that campaign is gone"
         )
-    report = ClearReport(found=asdict(holder), killed=[], freed=False)
     if check_mode:
-        return report
+        return ClearReport(found=asdict(holder), killed=[], freed=False)
+    killed, freed = end_client(holder, path, grace_s, kill=kill, tree=tree, sleep=sleep)
+    if not freed:
+        raise GuardRefused(f"could not end the orphaned benchmark client ({holder.describe()})")
+    return ClearReport(found=asdict(holder), killed=killed, freed=True)
+
+
+def end_client(
+    holder: BenchHolder,
+    path: str,
+    grace_s: float,
+    *,
+    kill: Callable[[int, int], None] = os.kill,
+    tree: Callable[[int], list[int]] = _tree,
+    sleep: Callable[[float], None] = time.sleep,
+) -> tuple[list[int], bool]:
+    """SIGTERM the client ``holder`` names and its child processes, SIGKILL after ``grace_s``, until the
+    lock at ``path`` is free; the pids signalled and whether the lock is free."""
+    killed: list[int] = []
     pids = tree(holder.pid)
     for sig in (signal.SIGTERM, signal.SIGKILL):
         for pid in pids:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 kill(pid, sig)
-                if pid not in report.killed:  # type: ignore[operator]
-                    report.killed.append(pid)  # type: ignore[union-attr]
+                if pid not in killed:
+                    killed.append(pid)
         deadline = time.monotonic() + grace_s
         while time.monotonic() < deadline:
             if not lock_held(path):
-                report.freed = True
-                return report
+                return killed, True
             sleep(0.1)
-        pids = [p for p in tree(holder.pid)] or pids
-    report.freed = not lock_held(path)
-    if not report.freed:
-        raise GuardRefused(f"could not end the orphaned benchmark client ({holder.describe()})")
-    return report
+        pids = tree(holder.pid) or pids
+    return killed, not lock_held(path)

@@ -250,6 +250,18 @@ class Distribution:
         return cls(**{s: r.float_(s) for s in STATS})
 
 
+# Key of a point summary measured after the host guard ended an earlier client of the same campaign and
+# unit (its connection to the controller was lost and Ansible ran the point again): what was ended and why
+# (``host_guard.Takeover.as_dict()``: pid, started_at, killed, reason). Absent on every other point.
+ENDED_CLIENT = "ended_client"
+
+
+def note_ended_client(summary: Mapping[str, Any], ended: Mapping[str, Any]) -> dict[str, Any]:
+    """The benchmark summary with ``ended`` under :data:`ENDED_CLIENT` in each of its points."""
+    points = [{**p, ENDED_CLIENT: dict(ended)} for p in summary.get("points") or []]
+    return {**summary, "points": points}
+
+
 @dataclass(frozen=True)
 class BenchPoint:
     """One load point and repeat of a benchmark summary's ``points`` list (what the controller reads)."""
@@ -269,6 +281,7 @@ class BenchPoint:
     valid: bool
     invalid_reasons: list[str] = field(default_factory=list)
     seed: int | None = None
+    ended_client: dict[str, Any] | None = None  # ENDED_CLIENT: measured after ending a cut-off client
 
     def dist(self, key: str) -> Distribution:
         """The distribution of metric ``key`` (``ttft_ms``); all None when the summary has none."""
@@ -295,6 +308,7 @@ class BenchPoint:
             valid=r.bool_("valid", default=True),
             invalid_reasons=[str(x) for x in r.list_("invalid_reasons")],
             seed=r.int_("seed"),
+            ended_client=r.dict_(ENDED_CLIENT) or None,
         )
 
 

@@ -23,13 +23,13 @@ REPO = Path(__file__).resolve().parents[3]
 ME = host_guard.Campaign("run-b", "ctl-1")
 
 
-def _holder_in_child(directory: Path, controller: str) -> subprocess.Popen[str]:
+def _holder_in_child(directory: Path, controller: str, run_id: str = "run-a") -> subprocess.Popen[str]:
     """An orphaned benchmark client: holds the bench lock like the module does, until killed."""
     code = textwrap.dedent(f"""
         import sys, time
         from sglbench.hostlib.host_guard import Campaign, bench_guard
-        with bench_guard("sglang-a-tp1.service", "http://127.0.0.1:30000", Campaign("run-a", {controller!r}),
-                         {str(directory)!r}):
+        campaign = Campaign({run_id!r}, {controller!r})
+        with bench_guard("sglang-a-tp1.service", "http://127.0.0.1:30000", campaign, {str(directory)!r}):
             print("held", flush=True)
             time.sleep(120)
     """)
@@ -57,7 +57,61 @@ def test_a_second_benchmark_on_the_host_is_refused_naming_the_first(tmp_path: Pa
         child.kill()
         child.wait(10)
     with host_guard.bench_guard("sglang-b-tp1.service", "u", ME, str(tmp_path)) as held:
-        assert held.pid == os.getpid()
+        assert held.holder.pid == os.getpid() and held.takeover is None
+
+
+def test_a_client_of_the_same_campaign_and_unit_is_ended_and_the_point_runs(tmp_path: Path) -> None:
+    """A client whose connection dropped (same run, controller and unit) holds the lock while Ansible
+    runs its point again: the guard ends it, takes the lock and says what it ended."""
+    child = _holder_in_child(tmp_path, "ctl-1", run_id="run-b")
+    try:
+        with host_guard.bench_guard("sglang-a-tp1.service", "u", ME, str(tmp_path), grace_s=5) as held:
+            assert child.wait(10) == -signal.SIGTERM
+            assert held.holder.pid == os.getpid()
+            assert held.takeover is not None and held.takeover.ended.pid == child.pid
+            assert child.pid in held.takeover.killed
+            noted = held.takeover.as_dict()
+            assert noted["pid"] == child.pid and "connection to the controller was lost" in noted["reason"]
+            owner = host_guard.read_holder(host_guard.lock_path(str(tmp_path)))
+            assert owner is not None and owner.pid == os.getpid()
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait(10)
+
+
+@pytest.mark.parametrize(
+    ("unit", "campaign"),
+    [
+        ("sglang-b-tp1.service", ME),  # another unit of this campaign
+        ("sglang-a-tp1.service", host_guard.Campaign("run-c", "ctl-1")),  # another run of this controller
+        ("sglang-a-tp1.service", host_guard.Campaign("run-b", "ctl-2")),  # the same run id elsewhere
+        ("sglang-a-tp1.service", host_guard.Campaign("", "")),  # no campaign named: never a takeover
+    ],
+)
+def test_only_a_client_of_the_same_campaign_and_unit_is_ended(
+    tmp_path: Path, unit: str, campaign: host_guard.Campaign
+) -> None:
+    child = _holder_in_child(tmp_path, "ctl-1", run_id="run-b")
+    try:
+        with (
+            pytest.raises(host_guard.GuardRefused, match=r"another benchmark is running on this host \(pid"),
+            host_guard.bench_guard(unit, "u", campaign, str(tmp_path)),
+        ):
+            pass
+        assert child.poll() is None
+    finally:
+        child.kill()
+        child.wait(10)
+
+
+def test_the_guard_never_ends_its_own_process(tmp_path: Path) -> None:
+    with (
+        host_guard.bench_guard("sglang-a-tp1.service", "u", ME, str(tmp_path)),
+        pytest.raises(host_guard.GuardRefused, match="another benchmark is running"),
+        host_guard.bench_guard("sglang-a-tp1.service", "u", ME, str(tmp_path)),
+    ):
+        pass
 
 
 def test_the_next_stop_of_the_same_controller_ends_an_orphaned_client(tmp_path: Path) -> None:
@@ -151,6 +205,29 @@ def test_prompt_bench_refuses_while_another_benchmark_runs(run_module, tmp_path:
         finally:
             child.kill()
             child.wait(10)
+
+
+def test_prompt_bench_ends_its_own_cut_off_client_and_says_so(
+    run_module, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The point run again after a dropped connection: the earlier client of this campaign and unit is
+    ended, the point is measured, and every point of the summary names what was ended."""
+    warnings: list[str] = []
+    monkeypatch.setattr(sglbench_prompt_bench.AnsibleModule, "warn", lambda _self, msg: warnings.append(msg))
+    with nullserver.NullServerThread(nullserver.NullServerConfig(chunk_tokens=2)) as srv:
+        child = _holder_in_child(tmp_path, "ctl-1", run_id="run-b")
+        try:
+            done = run_module(sglbench_prompt_bench, _bench_args(srv.url, tmp_path))
+        finally:
+            if child.poll() is None:
+                child.kill()
+            child.wait(10)
+    assert not done.failed, done.result
+    assert child.returncode == -signal.SIGTERM
+    points = done.result["summary"]["points"]
+    assert points and all(p["ended_client"]["pid"] == child.pid for p in points)
+    assert [w for w in warnings if f"ended the earlier client (pid {child.pid} " in w], warnings
+    assert not host_guard.lock_held(host_guard.lock_path(str(tmp_path)))
 
 
 def test_prompt_bench_refuses_a_restarted_server(run_module, tmp_path: Path, monkeypatch) -> None:

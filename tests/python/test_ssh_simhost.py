@@ -1,0 +1,198 @@
+"""The SSH connection to the GPU host drops while a benchmark point runs (the sim host over SSH).
+
+One sim host container, reached over SSH as inventory/sim reaches it (scripts/simhost.sh up: a loopback
+port, our key, its recorded host key). While the second point of a one-config campaign runs, its sshd
+listener is stopped and every sshd session process is killed (the campaign's connection with it), the
+way a network cut or an sshd restart ends a real connection. The benchmark client on the host outlives
+its connection, as a real one does.
+
+- sshd back within ssh's retries (ansible.cfg: pauses 0, 1, 3, 7, 15 s): Ansible runs the point again on
+  a fresh connection, the host guard ends the cut-off client first (it can never deliver its result), and
+  the point is measured afresh: the campaign completes, the committed point's requests all start after
+  the cut, it names the client it replaced (``ended_client``), nothing of the cut client is committed;
+- sshd down past the retries: the host is unreachable, `sglbench run` exits 2 naming the attempt, phase
+  and task it cut; the point is not committed, the server is still up (nobody can reach the host to stop
+  it), the run stays resumable; once sshd is back the next `sglbench run` resumes the run in place, its
+  stop phase stops that server and frees the GPUs, and it measures the missing point.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import simhost_util as sh
+
+from sglbench import lock, runner
+
+NAME = f"sglbench-simhost-ssh-{os.getpid()}"
+INSTANCE = "qwen3-8b-ar-tp1"
+KEYS = ["c1-r0", "c1-r1"]
+# Points long enough that the rerun (sshd back, a fresh connection, the module's start-up: several seconds
+# on a loaded 2-core machine) reaches the host while the cut-off client still sends load.
+LONG = sh.LOAD | {"duration_s": 15}
+# Points that outlast the few seconds it takes to cut the connection once the client holds the lock.
+SHORT = sh.LOAD | {"duration_s": 6}
+
+
+@pytest.fixture(scope="module")
+def sim() -> Any:
+    yield from sh.sim_host(NAME)
+
+
+class Campaign:
+    def __init__(self, tmp: Path) -> None:
+        self.results, self.locks, self.tmp, self.n = tmp / "results", tmp / "locks", tmp, 0
+
+    def start(self, load: dict[str, Any] = SHORT) -> tuple[subprocess.Popen[str], Path]:
+        self.n += 1
+        log = self.tmp / f"run{self.n}.log"
+        return sh.start(sh.run_argv(NAME, self.results, self.locks, load=load), NAME, log), log
+
+    def run_dir(self, log: Path) -> Path:
+        m = re.search(r"^sglbench run: (?:starting|resuming) run (\S+) on ", log.read_text(), re.M)
+        assert m is not None, log.read_text()[-2000:]
+        return self.results / m.group(1)
+
+    def points(self, log: Path) -> Path:
+        return self.run_dir(log) / "simhost" / INSTANCE / "points"
+
+    def committed(self, log: Path) -> set[str]:
+        try:
+            return {p.stem for p in self.points(log).glob("c*.json")}
+        except AssertionError:
+            return set()
+
+
+def _holder(name: str) -> dict[str, Any] | None:
+    lines = sh.bench_clients(name)
+    return json.loads(lines[0]) if lines else None
+
+
+def _cut_connections(name: str) -> list[str]:
+    """Stop the sshd listener, then kill every sshd session process (by pid) and with it each connection."""
+    stopped = sh.host(name, "systemctl", "stop", "ssh.service")
+    assert stopped.returncode == 0, stopped.stderr
+    ps = sh.host(name, "ps", "-eo", "pid=,args=").stdout
+    sessions = [ln.split()[0] for ln in ps.splitlines() if re.search(r"\bsshd: \S+@", ln)]
+    assert sessions, ps  # the campaign's connection was up
+    killed = sh.host(name, "kill", "-KILL", *sessions)
+    assert killed.returncode == 0, killed.stderr
+    return sessions
+
+
+def _start_sshd(name: str) -> None:
+    started = sh.host(name, "systemctl", "start", "ssh.service")
+    assert started.returncode == 0, started.stderr
+
+
+def _second_point_running(c: Campaign, log: Path) -> dict[str, Any]:
+    """Wait until c1-r0 is committed and the client of c1-r1 holds the bench lock; that holder."""
+    sh.wait_for(lambda: "c1-r0" in c.committed(log) and _holder(NAME) is not None, 400, "point c1-r1", log)
+    holder = _holder(NAME)
+    assert holder is not None
+    time.sleep(1.0)  # inside the point
+    return holder
+
+
+def _record(run: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((run / "simhost" / INSTANCE / "record.json").read_text())
+    return data
+
+
+def _alive(name: str, pid: int) -> bool:
+    return sh.host(name, "kill", "-0", str(pid)).returncode == 0
+
+
+def _meta(run: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((run / "_runner" / "run.json").read_text())
+    return data
+
+
+@pytest.mark.simhost
+def test_a_connection_cut_mid_point_is_retried_and_the_point_measured_again(sim: str, tmp_path: Path) -> None:
+    c = Campaign(tmp_path)
+    proc, log = c.start(LONG)
+    try:
+        cut_client = _second_point_running(c, log)
+        before = json.loads((c.points(log) / "c1-r0.json").read_text())
+        cut_at = time.time()
+        _cut_connections(NAME)
+        time.sleep(2.0)  # inside the retry window
+        _start_sshd(NAME)
+        code = proc.wait(600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
+    text = log.read_text()
+    # exit 1 only when the client's self-check marked a point invalid on a loaded machine (not under test)
+    assert code in (0, 1), text[-3000:]
+    run = c.run_dir(log)
+    rec = _record(run)
+    assert rec["outcome"] == "ok", rec.get("failure")
+    assert [(p["point"], p["repeat"]) for p in rec["benchmark"]["points"]] == [("c1", 0), ("c1", 1)]
+    # the point committed before the cut is untouched
+    assert json.loads((c.points(log) / "c1-r0.json").read_text()) == before
+    # the cut point was measured again by a new client, after ending the cut-off one, which is gone
+    redone = json.loads((c.points(log) / "c1-r1.json").read_text())
+    ended = redone["summary"].get("ended_client") or {}
+    assert redone["outcome"] == "ok" and ended.get("pid") == cut_client["pid"], redone["summary"]
+    assert "connection to the controller was lost" in ended["reason"]
+    assert rec["benchmark"]["points"][1]["ended_client"]["pid"] == cut_client["pid"]  # in the record too
+    assert not _alive(NAME, cut_client["pid"])
+    rows = [json.loads(ln) for ln in (c.points(log) / "c1-r1.requests.jsonl").read_text().splitlines()]
+    assert rows and min(r["t0_unix"] for r in rows) > cut_at  # nothing the cut-off client measured
+    assert sh.gpus_free(NAME) and not sh.bench_clients(NAME)
+    for f in ("sglbench-simhost.lock", "sglbench-simhost.tree.lock"):
+        assert lock.probe_free(c.locks / f), f"{f} still held"
+
+
+@pytest.mark.simhost
+def test_a_connection_down_past_the_retries_stops_cleanly_and_the_next_run_resumes(
+    sim: str, tmp_path: Path
+) -> None:
+    c = Campaign(tmp_path)
+    proc, log = c.start()
+    try:
+        _second_point_running(c, log)
+        _cut_connections(NAME)
+        code = proc.wait(600)  # sshd stays down: every retry is refused
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
+        _start_sshd(NAME)
+    text = log.read_text()
+    run = c.run_dir(log)
+    assert code == 2, text[-3000:]
+    assert re.search(rf"simhost unreachable: .*\(during {INSTANCE}, benchmark: task .*c1-r1", text), text[
+        -3000:
+    ]
+    assert _meta(run)["status"] in runner.RESUMABLE, _meta(run)
+    assert c.committed(log) == {"c1-r0"}  # the cut point is not committed, the one before it is kept
+    assert not sh.gpus_free(NAME)  # nobody could reach the host to stop its server
+    code, text = _resume(c)
+    assert code in (0, 1) and c.run_dir(c.tmp / f"run{c.n}.log") == run, text[-3000:]
+    rec = _record(run)
+    assert rec["outcome"] == "ok", rec.get("failure")
+    assert sorted(c.committed(log)) == KEYS
+    assert rec["benchmark"]["resume"]["reused"] == ["c1-r0"]
+    assert rec["benchmark"]["resume"]["measured"] == ["c1-r1"]
+    assert sh.gpus_free(NAME) and not sh.bench_clients(NAME)
+
+
+def _resume(c: Campaign) -> tuple[int, str]:
+    proc, log = c.start()
+    try:
+        return proc.wait(600), log.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
