@@ -2,9 +2,9 @@
 
 Pure standard library (``ansible-playbook`` needs no ``sglbench`` package). Inputs are what the
 cycle already holds: the plan (``sglbench_plan`` module: ``Plan.to_dict()`` plus ``decision``), the
-normalised ``/server_info`` (``sglbench_server_info``) and the startup facts parsed from the journal
-(``sglbench_journal`` -> ``hostlib/sglang_logs.parse_startup_log``). Documented in docs/records.md;
-tested in ``tests/plugins/filter/test_sglbench_capacity_filter.py``.
+normalised ``/server_info`` (``sglbench_wait_ready`` once ready) and the startup facts parsed from the
+journal (``sglbench_stop``'s journal -> ``hostlib/sglang_logs.parse_startup_log``). Documented in
+docs/records.md; tested in ``tests/plugins/filter/test_sglbench_capacity_filter.py``.
 """
 
 from __future__ import annotations

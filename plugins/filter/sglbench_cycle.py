@@ -38,8 +38,14 @@ def sglbench_cycle_enter(state: Any, phase: str) -> dict[str, Any]:
     return _guard("sglbench_cycle_enter", cycle.enter, state, phase, time.time())
 
 
+def sglbench_cycle_passed(state: Any, result: Any) -> dict[str, Any]:
+    """``{{ __sglang_cycle_state | sglbench_cycle_passed(result) }}``: the phases one host call went
+    through (its ``phases_entered_s`` and ``call_s``), timestamped back from now, when its result arrived."""
+    return _guard("sglbench_cycle_passed", cycle.passed, state, result, time.time())
+
+
 def sglbench_cycle_done(state: Any) -> dict[str, Any]:
-    return _guard("sglbench_cycle_done", cycle.done, state)
+    return _guard("sglbench_cycle_done", cycle.done, state, time.time())
 
 
 def sglbench_cycle_reuse(state: Any, complete: Any) -> dict[str, Any]:
@@ -56,7 +62,7 @@ def sglbench_cycle_fail(state: Any, failed_result: Any, failed_task: Any) -> dic
 
 
 def sglbench_cycle_classify(state: Any, journal: Any, wait: Any) -> dict[str, Any]:
-    return _guard("sglbench_cycle_classify", cycle.classify, state, journal, wait)
+    return _guard("sglbench_cycle_classify", cycle.classify, state, journal, wait, time.time())
 
 
 def sglbench_cycle_recorded(state: Any, wait: Any) -> dict[str, Any]:
@@ -76,6 +82,7 @@ class FilterModule:
         return {
             "sglbench_cycle_begin": sglbench_cycle_begin,
             "sglbench_cycle_enter": sglbench_cycle_enter,
+            "sglbench_cycle_passed": sglbench_cycle_passed,
             "sglbench_cycle_done": sglbench_cycle_done,
             "sglbench_cycle_reuse": sglbench_cycle_reuse,
             "sglbench_cycle_skip": sglbench_cycle_skip,

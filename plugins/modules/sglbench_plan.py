@@ -21,7 +21,7 @@ description:
   - The free memory SGLang will measure is the smallest C(memory.free) minus a CUDA-context overhead
     (I(context_overhead_gib), default the planner's constant, +0.5 GiB at TP > 1). Memory held by compute
     processes whose command line contains I(reclaim_match) counts as free - the stop phase, which runs after
-    the plan and before the start, kills them (C(sglbench_gpu_free) C(kill_match)).
+    the plan and before the start, kills them (C(sglbench_stop) C(kill_match)).
   - Applies I(policy) to a predicted failure - C(skip) (do not start; the plan carries the recommendations),
     C(autotune) (take the least disruptive recommendation within I(autotune_flags) and I(autotune_bounds),
     re-planned on the tuned command line, and return that command line), or C(force) (start anyway).

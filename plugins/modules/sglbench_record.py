@@ -23,8 +23,8 @@ options:
     description:
       - The attempt's facts, the fields of C(RecordFacts) - C(run_id), C(host), C(instance) (the matrix
         instance), C(outcome), C(simulated), C(failure), C(timings), C(wait) (sglbench_wait_ready),
-        C(journal) (sglbench_journal), C(gpu_free) (sglbench_gpu_free), C(plan), C(capacity),
-        C(server_info), C(benchmark), C(identity), C(resume).
+        C(journal) (sglbench_stop's journal), C(gpu_free) (sglbench_stop before the start), C(plan),
+        C(capacity), C(server_info), C(benchmark), C(identity), C(resume).
       - C(unit.file) in the record names C(unit.service) when I(files) writes one.
     type: dict
   files:

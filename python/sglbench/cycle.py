@@ -7,19 +7,25 @@ The play keeps one fact, ``__sglang_cycle_state`` (:data:`STATE_FACT`), and move
                                             \\-> skipped (the plan said no)   \\-> failed (rescue)
     then, whatever happened: record (failure classified from the journal) -> recorded
 
+One host call may cross phases (the start, the readiness wait and the probe are one module call): it
+reports when it entered each (``phases_entered_s``, seconds after it began) and how long it took
+(``call_s``), and :func:`passed` moves the state through them when its result arrives, timestamped back
+from then; a failed call is taken through the phases it entered before its failure is noted (:func:`fail`).
+
 Every transition is a ``set_fact`` whose result carries the whole state, so the ansible-runner event
 of that task is the machine-readable progress event ``sglbench.events`` folds (``step`` names the
 transition). The role's ``vars/main.yml`` exposes the parts other files read under their own names
 (``__sglang_cycle_phase``, ``__sglang_cycle_t``, ``__sglang_cycle_outcome``, ``__sglang_cycle_failure``).
 
 Failure causes: the phase that failed gives the cause (:data:`PHASE_CAUSE`); a failed health phase
-takes the journal's cause (``sglbench_journal`` module, :func:`sglbench.hostlib.sglang_logs.classify_start`);
-a server that exits while probed or benchmarked is ``server_exited`` unless its journal names a
-better cause (CUDA OOM at decode, ...). Standard library only.
+takes the journal's cause (the journal the final stop, ``sglbench_stop``, reads first;
+:func:`sglbench.hostlib.sglang_logs.classify_start`); a server that exits while probed or benchmarked is
+``server_exited`` unless its journal names a better cause (CUDA OOM at decode, ...). Standard library only.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -32,6 +38,13 @@ PHASE_TIMESTAMP = {
     "probe": "moved_on_at",
     "bench": "bench_started_at",
 }
+# When the attempt had passed every phase (done), and when its record began (after the final stop).
+DONE_TIMESTAMP = "done_at"
+RECORD_TIMESTAMP = "record_started_at"
+# The keys of a host call's result that say when it entered each phase (seconds after it began) and how
+# long it took.
+ENTERED_KEY = "phases_entered_s"
+CALL_KEY = "call_s"
 # Phase -> cause of a failure in it; a health failure is classified from the journal instead.
 PHASE_CAUSE = {
     "stop": "gpu_busy",
@@ -82,9 +95,39 @@ def enter(state: Mapping[str, Any], phase: str, at: float) -> dict[str, Any]:
     return new
 
 
-def done(state: Mapping[str, Any]) -> dict[str, Any]:
-    """Every phase passed: the attempt is ok."""
-    return {**_state(state), "step": "done", "phase": "done", "outcome": "ok"}
+def passed(state: Mapping[str, Any], call: Any, at: float) -> dict[str, Any]:
+    """A host call that began in the attempt's current phase went on through further phases. ``call`` is
+    its result: ``phases_entered_s`` maps each phase it entered to the seconds after it began, ``call_s``
+    is how long it took. Its result arrived at ``at``, so it began at ``at - call_s`` (never before the
+    current phase's entry): the round trip (there and back) counts to the phase it began in. The attempt
+    is then in the last phase the call entered. A call that entered no further phase leaves the state as
+    it is."""
+    new = _state(state)
+    call = call if isinstance(call, Mapping) else {}
+    entered = call.get(ENTERED_KEY)
+    if not isinstance(entered, Mapping) or not entered:
+        return new
+    unknown = [p for p in entered if p not in PHASE_TIMESTAMP]
+    if unknown:
+        names = ", ".join(map(str, unknown))
+        raise CycleError(f"unknown phase(s) {names}; one of {', '.join(PHASE_TIMESTAMP)}")
+    began = (new["t"] or {}).get(PHASE_TIMESTAMP.get(new["phase"], ""))
+    if began is None:
+        raise CycleError(f"the call began in phase {new['phase']!r}, which has no entry timestamp")
+    call_s = call.get(CALL_KEY)
+    base = float(began)
+    if isinstance(call_s, (int, float)) and not isinstance(call_s, bool) and math.isfinite(call_s):
+        base = max(base, at - float(call_s))
+    order = sorted(entered.items(), key=lambda kv: float(kv[1]))
+    stamps = {PHASE_TIMESTAMP[p]: min(at, base + float(off)) for p, off in order}
+    last = order[-1][0]
+    return {**new, "step": last, "phase": last, "t": {**new["t"], **stamps}}
+
+
+def done(state: Mapping[str, Any], at: float) -> dict[str, Any]:
+    """Every phase passed at ``at``: the attempt is ok."""
+    new = _state(state)
+    return {**new, "step": "done", "phase": "done", "outcome": "ok", "t": {**new["t"], DONE_TIMESTAMP: at}}
 
 
 def reuse(state: Mapping[str, Any], complete: bool) -> dict[str, Any]:
@@ -104,10 +147,11 @@ def skip(state: Mapping[str, Any], reason: str | None) -> dict[str, Any]:
 
 def fail(state: Mapping[str, Any], failed_result: Any, failed_task: Any, at: float) -> dict[str, Any]:
     """The rescue: the failed task (``ansible_failed_task``, ``ansible_failed_result``) of the current
-    phase, its cause from :data:`PHASE_CAUSE` (``unknown`` for a phase that has none)."""
-    new = _state(state)
+    phase, its cause from :data:`PHASE_CAUSE` (``unknown`` for a phase that has none). A failed host call
+    that crossed phases failed in the last one it entered (:func:`passed`)."""
     result = failed_result if isinstance(failed_result, Mapping) else {}
     task = failed_task if isinstance(failed_task, Mapping) else {}
+    new = passed(state, result, at)
     phase = new["phase"]
     failure = {
         "phase": phase,
@@ -144,7 +188,7 @@ def server_exited(journal: Mapping[str, Any]) -> bool:
 def classify_failure(
     failure: Mapping[str, Any] | None, journal: Mapping[str, Any] | None, wait: Mapping[str, Any] | None
 ) -> dict[str, Any] | None:
-    """The failure with what the journal (``sglbench_journal`` result) and the readiness wait
+    """The failure with what the journal (``sglbench_stop``'s ``journal``) and the readiness wait
     (``sglang_service_wait``) add: a health failure takes the journal's cause; an exit during the probe
     or the benchmark becomes ``server_exited`` or the journal's cause. Other failures are unchanged."""
     if failure is None:
@@ -172,11 +216,12 @@ def classify_failure(
 
 
 def classify(
-    state: Mapping[str, Any], journal: Mapping[str, Any] | None, wait: Mapping[str, Any] | None
+    state: Mapping[str, Any], journal: Mapping[str, Any] | None, wait: Mapping[str, Any] | None, at: float
 ) -> dict[str, Any]:
-    """The attempt is being recorded: its failure (if any) classified by :func:`classify_failure`."""
+    """The attempt's record begins at ``at``: its failure (if any) classified (:func:`classify_failure`)."""
     new = _state(state)
-    return {**new, "step": "record", "failure": classify_failure(new["failure"], journal, wait)}
+    failure = classify_failure(new["failure"], journal, wait)
+    return {**new, "step": "record", "failure": failure, "t": {**new["t"], RECORD_TIMESTAMP: at}}
 
 
 def recorded(state: Mapping[str, Any], wait: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -12,7 +12,8 @@ What the events carry (the contract is in the results, not in task names; docs/o
 - ``res.ansible_facts.__sglang_cycle_state`` (:data:`sglbench.cycle.STATE_FACT`): every phase transition
   of a config attempt carries the whole attempt state (``instance``, ``step``, ``outcome``, ``failure``,
   ``t.started_at``, ...): a new ``(instance, started_at)`` starts attempt N, ``step`` moves it through
-  plan/stop/start/health/probe/bench/record, ``step == "recorded"`` ends it;
+  plan/stop/start/bench/record (health and probe happen inside the start's host call: their timestamps
+  come with the next state, and a failure in them names them as its phase), ``step == "recorded"`` ends it;
 - ``runner_on_unreachable``; failures in the preflight/units roles (nothing ran), failures of the
   actions that write results on the controller; ``playbook_on_stats``.
 

@@ -3,19 +3,23 @@
 From one record's timings (``record.json``, docs/records.md) the attempt's wall time is split at the
 cycle's phase-entry timestamps (controller clock, ``python/sglbench/cycle.py``):
 
-    started_at -> stop_started_at -> start_started_at -> moved_on_at -> bench_started_at -> ended_at
-       plan+resume       stop          start+health          probe         bench+record
+    started_at -> stop_started_at -> start_started_at -> moved_on_at -> bench_started_at
+       plan+resume       stop          start+health          probe
+    bench_started_at -> done_at (or failure_reported_at) -> record_started_at -> ended_at
+          bench                    journal+stop                   record
 
 The server's own time is taken out of two of them: ``time_to_ready_s`` (unit start to ready) from
-start+health, and the measured load (the points' ``duration_s``) from bench+record. What remains in
-each is the campaign's overhead in that phase (Ansible round trips, controller work).
+start+health, and the measured load (the points' ``duration_s``) from bench. What remains in each is
+the campaign's overhead in that phase (Ansible round trips, controller work). journal+stop is the final
+stop, which reads the journal of the start it ends first; it runs before the record is written.
 
-The final stop runs after the record is written (and lets the next attempt skip its own stop), so no
-record holds it: it is the gap from one attempt's ``ended_at`` to the ``started_at`` of the next
-attempt on the same host, counted only between attempts of one ``sglbench run`` session (``since``)
-so that a resumed run's pause is not taken for overhead. The last attempt of a host has none, and
-neither has any attempt of a host with records of an earlier session: an attempt this session reused
-writes no record, so a gap could hold its whole time.
+What follows the record (the report, then the next attempt's begin) is in no record: it is the gap from
+one attempt's ``ended_at`` to the ``started_at`` of the next attempt on the same host, counted only
+between attempts of one ``sglbench run`` session (``since``) so that a resumed run's pause is not taken
+for overhead. The last attempt of a host has none, and neither has any attempt of a host with records of
+an earlier session: an attempt this session reused writes no record, so a gap could hold its whole time.
+A record without ``done_at`` and ``record_started_at`` comes from a cycle that stopped after writing
+the record: there this gap holds the final stop, and bench, journal+stop and record are unknown.
 
 A phase whose timestamps the record lacks (an older record, a failed start, a skipped attempt) is
 None, and so is one that would come out negative or not finite: nothing is guessed.
@@ -29,17 +33,19 @@ from dataclasses import dataclass
 
 from sglbench.hostlib.result_schema import AttemptRecord, Timings
 
-# Phase -> (label, start key, end key) in ``record.timings``.
-PHASES: dict[str, tuple[str, str, str]] = {
-    "plan": ("plan+resume", "started_at", "stop_started_at"),
-    "stop": ("stop", "stop_started_at", "start_started_at"),
-    "start": ("start+health", "start_started_at", "moved_on_at"),
-    "probe": ("probe", "moved_on_at", "bench_started_at"),
-    "bench": ("bench+record", "bench_started_at", "ended_at"),
+# Phase -> (label, start keys, end key) in ``record.timings``; the first start key the record has counts.
+PHASES: dict[str, tuple[str, tuple[str, ...], str]] = {
+    "plan": ("plan+resume", ("started_at",), "stop_started_at"),
+    "stop": ("stop", ("stop_started_at",), "start_started_at"),
+    "start": ("start+health", ("start_started_at",), "moved_on_at"),
+    "probe": ("probe", ("moved_on_at",), "bench_started_at"),
+    "bench": ("bench", ("bench_started_at",), "done_at"),
+    "end": ("journal+stop", ("done_at", "failure_reported_at"), "record_started_at"),
+    "record": ("record", ("record_started_at",), "ended_at"),
 }
-# The gap after the record (final stop, then the next attempt's begin): from two records, not one.
+# The gap after the record (the report, then the next attempt's begin): from two records, not one.
 FINAL = "final"
-LABELS = {**{k: label for k, (label, _s, _e) in PHASES.items()}, FINAL: "final stop"}
+LABELS = {**{k: label for k, (label, _s, _e) in PHASES.items()}, FINAL: "after record"}
 # A failure in one of these phases came before any server start.
 NO_SERVER_PHASES = ("plan", "stop")
 
@@ -53,9 +59,10 @@ def _nonneg(value: float | None) -> float | None:
     return value if value is not None and value >= 0 else None
 
 
-def _span(t: Timings, start: str, end: str) -> float | None:
-    a, b = _finite(getattr(t, start)), _finite(getattr(t, end))
-    return b - a if a is not None and b is not None else None
+def _span(t: Timings, starts: tuple[str, ...], end: str) -> float | None:
+    known = [v for v in (_finite(getattr(t, k)) for k in starts) if v is not None]
+    b = _finite(getattr(t, end))
+    return b - known[0] if known and b is not None else None
 
 
 @dataclass(frozen=True)
@@ -81,12 +88,12 @@ def attempt_overhead(
     ``total_s`` = attempt wall time - server start to ready - load. An attempt that started no server
     (``server_started`` false: skipped by the plan, failed in plan or stop) has nothing to subtract; one
     that started a server but gives no time to ready (a failed start) has an unknown total. ``final_s``
-    (the final stop, see the module docstring) is added to the total when known."""
+    (the gap after the record, see the module docstring) is added to the total when known."""
     ready = _nonneg(timings.time_to_ready_s)
     load = _nonneg(load_s)
     phases: dict[str, float | None] = {}
-    for key, (_label, start, end) in PHASES.items():
-        span = _span(timings, start, end)
+    for key, (_label, starts, end) in PHASES.items():
+        span = _span(timings, starts, end)
         if span is not None and key == "start":
             span = span - ready if ready is not None else None
         elif span is not None and key == "bench":
@@ -95,7 +102,7 @@ def attempt_overhead(
     phases[FINAL] = _nonneg(final_s)
     wall = _finite(timings.total_s)
     if wall is None:
-        wall = _span(timings, "started_at", "ended_at")
+        wall = _span(timings, ("started_at",), "ended_at")
     server = ready if server_started else 0.0
     total = wall - server - load if wall is not None and server is not None and load is not None else None
     total = _nonneg(total)
@@ -116,8 +123,8 @@ def record_overhead(rec: AttemptRecord, final_s: float | None = None) -> Overhea
 
 def campaign_overhead(records: Iterable[AttemptRecord], since: float | None = None) -> list[Overhead]:
     """:func:`record_overhead` of every record in the order the attempts started. With ``since`` (when
-    this ``sglbench run`` session began), only attempts of this session, each with its final stop up to
-    the host's next attempt (see the module docstring); without it, no final stop is known."""
+    this ``sglbench run`` session began), only attempts of this session, each with the gap after its
+    record up to the host's next attempt (see the module docstring); without it, no such gap is known."""
 
     def started(rec: AttemptRecord) -> float:
         at = _finite(rec.timings.started_at)

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from sglbench import cycle
-from sglbench.hostlib import sglang_logs
+from sglbench.hostlib import sglang_logs, systemd_unit
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 ZERO_REQUESTS_LOG = FIXTURES / "startup_logs" / "mission-qwen3.6-27b-dflash" / "server.log"
@@ -30,15 +30,11 @@ RUNNING_STATE = {"active_state": "active", "sub_state": "running", "result": "su
 
 
 def journal_result(path: Path, wait_outcome: str | None, unit_state: dict[str, Any]) -> dict[str, Any]:
-    """What ``sglbench_journal`` returns for this journal text and unit state (its classification)."""
-    text = path.read_text()
-    verdict = sglang_logs.classify_start(text, wait_outcome, str(unit_state.get("result", "")))
-    return {
-        "cause": verdict["cause"],
-        "cause_lines": verdict["lines"],
-        "startup": sglang_logs.parse_startup_log(text),
-        "unit_state": unit_state,
-    }
+    """The journal ``sglbench_stop`` returns for this journal text and unit state (its classification)."""
+    lines = path.read_text().splitlines()
+    entries = [systemd_unit.JournalEntry(1000 * i, "sglang", "9", line) for i, line in enumerate(lines)]
+    out = sglang_logs.start_journal(entries, wait_outcome, str(unit_state.get("result", "")))
+    return {**out, "unit_state": unit_state}
 
 
 def at_phase(*phases: str) -> dict[str, Any]:
@@ -96,12 +92,67 @@ def test_unknown_phase_and_missing_state_are_refused() -> None:
     with pytest.raises(cycle.CycleError, match="unknown phase 'warmup'"):
         cycle.enter(cycle.begin("x", 1.0), "warmup", 2.0)
     with pytest.raises(cycle.CycleError, match="begin the attempt first"):
-        cycle.done(None)  # type: ignore[arg-type]
+        cycle.done(None, 2.0)  # type: ignore[arg-type]
 
 
-def test_done_is_ok() -> None:
-    state = cycle.done(at_phase("stop", "start", "health", "probe", "bench"))
+def test_done_is_ok_and_stamps_the_end_of_the_phases() -> None:
+    state = cycle.done(at_phase("stop", "start", "health", "probe", "bench"), 110.5)
     assert (state["phase"], state["outcome"], state["failure"]) == ("done", "ok", None)
+    assert state["t"]["done_at"] == 110.5 and state["t"]["bench_started_at"] == 105.0
+
+
+# -- one host call through several phases ------------------------------------------------------------
+def test_a_call_through_health_and_probe_is_stamped_back_from_when_its_result_arrived() -> None:
+    started = at_phase("stop", "start")  # the start phase was entered at 102.0
+    call = {"phases_entered_s": {"probe": 6.25, "health": 0.5}, "call_s": 7.0}
+    state = cycle.passed(started, call, 110.0)  # the call began at 103.0: 1 s on the way there
+    assert (state["phase"], state["step"]) == ("probe", "probe")
+    assert state["t"]["health_started_at"] == 103.5 and state["t"]["moved_on_at"] == 109.25
+    assert state["t"]["start_started_at"] == 102.0 and "health_started_at" not in started["t"]
+    assert cycle.enter(state, "bench", 110.5)["t"]["bench_started_at"] == 110.5
+
+
+def test_a_call_is_never_placed_before_its_phase_began_nor_after_its_result() -> None:
+    started = at_phase("stop", "start")  # 102.0
+    longer = cycle.passed(started, {"phases_entered_s": {"health": 0.5}, "call_s": 50.0}, 110.0)
+    assert longer["t"]["health_started_at"] == 102.5  # from the phase's entry, not 60.0
+    unknown = cycle.passed(started, {"phases_entered_s": {"health": 0.5}}, 110.0)
+    assert unknown["t"]["health_started_at"] == 102.5
+    late = cycle.passed(started, {"phases_entered_s": {"health": 30.0}, "call_s": 1.0}, 110.0)
+    assert late["t"]["health_started_at"] == 110.0
+
+
+@pytest.mark.parametrize("call", [{}, None, "not a mapping", {"phases_entered_s": {}, "call_s": 1.0}])
+def test_a_call_that_entered_no_further_phase_changes_nothing(call: Any) -> None:
+    started = at_phase("stop", "start")
+    assert cycle.passed(started, call, 110.0) == started
+
+
+def test_a_call_through_an_unknown_phase_or_from_one_without_a_timestamp_is_refused() -> None:
+    with pytest.raises(cycle.CycleError, match=r"unknown phase.*warmup"):
+        cycle.passed(at_phase("stop", "start"), {"phases_entered_s": {"warmup": 1.0}}, 110.0)
+    with pytest.raises(cycle.CycleError, match="began in phase 'plan'"):
+        cycle.passed(cycle.begin("x", 1.0), {"phases_entered_s": {"health": 1.0}}, 110.0)
+
+
+@pytest.mark.parametrize(
+    ("entered", "phase", "cause"),
+    [
+        ({}, "start", "start_failed"),  # systemctl start itself failed
+        ({"health": 0.1}, "health", "unknown"),  # the readiness wait failed: the journal tells why
+        ({"health": 0.1, "probe": 7.0}, "probe", "probe_failed"),
+    ],
+)
+def test_a_failed_call_through_several_phases_failed_in_the_last_it_entered(
+    entered: dict[str, float], phase: str, cause: str
+) -> None:
+    result = {"msg": "it broke", "failed": True, "phases_entered_s": entered, "call_s": 8.0}
+    state = cycle.fail(at_phase("stop", "start"), result, {"name": "start | it"}, 200.0)
+    assert state["failure"] == failed_in(UP_TO[phase], msg="it broke", task="start | it")["failure"]
+    assert (state["phase"], state["failure"]["cause"]) == (phase, cause)
+    assert state["t"]["failure_reported_at"] == 200.0
+    if "probe" in entered:
+        assert state["t"]["moved_on_at"] == 199.0  # began at 192.0, probed 7 s later
 
 
 def test_skip_by_the_plan_is_a_planned_failure_and_no_reason_changes_nothing() -> None:
@@ -243,14 +294,15 @@ def test_other_phases_and_no_failure_are_not_classified() -> None:
     stop_failure = failed_in(UP_TO["stop"])["failure"]
     assert cycle.classify_failure(stop_failure, journal, {}) == stop_failure
     assert cycle.classify_failure(None, journal, {}) is None
-    state = cycle.classify(cycle.done(at_phase("stop")), journal, {})
+    state = cycle.classify(cycle.done(at_phase("stop"), 103.0), journal, {}, 104.0)
     assert state["failure"] is None and state["step"] == "record" and state["outcome"] == "ok"
+    assert state["t"]["record_started_at"] == 104.0
 
 
 # -- record and report -------------------------------------------------------------------------------
 def test_recorded_keeps_the_time_to_ready_and_summary_names_phase_and_cause() -> None:
     failed = cycle.classify(
-        failed_in(UP_TO["health"]), journal_result(ZERO_REQUESTS_LOG, "unit_ended", EXITED_STATE), {}
+        failed_in(UP_TO["health"]), journal_result(ZERO_REQUESTS_LOG, "unit_ended", EXITED_STATE), {}, 300.0
     )
     state = cycle.recorded(failed, {"time_to_ready_s": 5.27})
     assert state["step"] == "recorded" and state["time_to_ready_s"] == 5.27
@@ -260,12 +312,14 @@ def test_recorded_keeps_the_time_to_ready_and_summary_names_phase_and_cause() ->
         "phase": "health",
         "cause": "zero_requests",
     }
-    ok = cycle.done(at_phase("stop"))
+    ok = cycle.done(at_phase("stop"), 103.0)
     assert cycle.summary(ok) == {"instance": "x-tp1", "outcome": "ok", "phase": None, "cause": None}
 
 
 def test_report_lines() -> None:
-    state = cycle.recorded(cycle.classify(failed_in(UP_TO["health"]), {"cause": "zero_requests"}, {}), {})
+    state = cycle.recorded(
+        cycle.classify(failed_in(UP_TO["health"]), {"cause": "zero_requests"}, {}, 300.0), {}
+    )
     assert cycle.report_lines(state, None, None) == [
         "x-tp1: failed",
         "failure: {'phase': 'health', 'cause': 'zero_requests'}",
@@ -273,7 +327,7 @@ def test_report_lines() -> None:
         "KV tokens: None",
         "points: {}",
     ]
-    ok = cycle.recorded(cycle.done(at_phase("stop")), {"time_to_ready_s": 5.3})
+    ok = cycle.recorded(cycle.done(at_phase("stop"), 103.0), {"time_to_ready_s": 5.3})
     resume = {"expected": 4, "measured": 3, "reused": 1, "missing": 0, "moved": []}
     lines = cycle.report_lines(ok, {"max_total_num_tokens": 452325}, {"resume": resume})
     assert lines[1:] == [
@@ -301,4 +355,4 @@ def test_the_recorded_exit_mid_benchmark_classifies_to_its_recorded_failure() ->
     client_saw = recorded["message"].split("; the client then saw: ", 1)[1]
     state = cycle.fail(at_phase(*UP_TO["bench"]), {"msg": client_saw}, {"name": recorded["task"]}, 200.0)
     assert state["failure"]["cause"] == "bench_failed"
-    assert cycle.classify(state, journal, {"outcome": "ready"})["failure"] == recorded
+    assert cycle.classify(state, journal, {"outcome": "ready"}, 300.0)["failure"] == recorded

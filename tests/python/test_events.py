@@ -211,22 +211,32 @@ def _state_ev(state: dict, t: str, task: str = "any task name") -> dict:
 
 
 def _attempt_stream(instance: str, minute: int, fail_in: str | None) -> list[dict]:
-    """The set_fact events of one attempt, as the play emits them (states built by sglbench.cycle)."""
+    """The set_fact events of one attempt, as the play emits them (states built by sglbench.cycle): the
+    start, health and probe phases are one host call, so health and probe come with the next event."""
     at = f"2026-11-29T10:{minute:02d}:%02d+00:00"
     state = cycle.begin(instance, 1000.0 + minute)
     evs = [_state_ev(state, at % 0, task=f"renamed | first step of {instance}")]
-    for i, phase in enumerate(("stop", "start", "health", "probe", "bench"), start=1):
+    for i, phase in enumerate(("stop", "start"), start=1):
         state = cycle.enter(state, phase, 1000.0 + minute + i)
         evs.append(_state_ev(state, at % i))
-        if phase == fail_in:
-            state = cycle.fail(state, {"msg": "refused"}, {"name": "t"}, 1000.0 + minute + i)
-            evs.append(_state_ev(state, at % i))
-            break
+    entered = {"health": 0.1, "probe": 0.9}
+    if fail_in in ("health", "probe"):
+        upto = {k: v for k, v in entered.items() if k == "health" or fail_in == "probe"}
+        result = {"msg": "refused", "phases_entered_s": upto, "call_s": 0.95}
+        state = cycle.fail(state, result, {"name": "t"}, 1000.0 + minute + 3)
+        evs.append(_state_ev(state, at % 3))
     else:
-        state = cycle.done(state)
+        call = {"phases_entered_s": entered, "call_s": 0.95}
+        state = cycle.passed(state, call, 1000.0 + minute + 3)
+        state = cycle.enter(state, "bench", 1000.0 + minute + 3)
+        evs.append(_state_ev(state, at % 3))
+        if fail_in == "bench":
+            state = cycle.fail(state, {"msg": "refused"}, {"name": "t"}, 1000.0 + minute + 4)
+        else:
+            state = cycle.done(state, 1000.0 + minute + 6)
         evs.append(_state_ev(state, at % 6))
     journal = {"cause": "zero_requests", "unit_state": {"active_state": "failed"}}
-    state = cycle.classify(state, journal, {})
+    state = cycle.classify(state, journal, {}, 1000.0 + minute + 7)
     evs.append(_state_ev(state, at % 7))
     state = cycle.recorded(state, {"time_to_ready_s": None if fail_in == "health" else 5.84})
     evs.append(_state_ev(state, at % 8))
@@ -246,7 +256,7 @@ def test_structured_events_give_phases_attempts_and_details_whatever_the_task_na
         h = state.hosts["h"]
         if h.instance == "b-tp2" and (not seen or seen[-1] != h.phase):
             seen.append(h.phase)
-    assert seen == ["plan", "stop", "start", "health", "probe", "benchmark", "done", "record", "recorded"]
+    assert seen == ["plan", "stop", "start", "benchmark", "done", "record", "recorded"]
     host = state.hosts["h"]
     assert host.structured and host.tp == 2
     assert [(a.instance, a.outcome, a.detail) for a in host.done] == [
@@ -271,8 +281,8 @@ def test_a_new_attempt_of_the_same_instance_is_counted_again() -> None:
     [
         (cycle.skip(cycle.begin("x", 1.0), "no room"), "(plan: planned_failure)"),
         (cycle.reuse(cycle.begin("x", 1.0), True), "reused (same hash)"),
-        ({**cycle.done(cycle.begin("x", 1.0)), "time_to_ready_s": 12.04}, "ready in 12.0 s"),
-        (cycle.done(cycle.begin("x", 1.0)), ""),
+        ({**cycle.done(cycle.begin("x", 1.0), 2.0), "time_to_ready_s": 12.04}, "ready in 12.0 s"),
+        (cycle.done(cycle.begin("x", 1.0), 2.0), ""),
     ],
 )
 def test_attempt_detail(attempt: dict, detail: str) -> None:

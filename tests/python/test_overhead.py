@@ -16,7 +16,8 @@ from sglbench.records import parse_record
 
 T0 = 1_795_940_000.0
 # An ok attempt: plan 0.8 s, stop 2.1 s, start+health 13.1 s (12.5 s of it the server's own start),
-# probe 0.4 s, bench+record 13.6 s (10 s of it load): 30 s in all, 7.5 s of it overhead.
+# probe 0.4 s, bench 10.5 s (10 s of it load), journal+stop 2.1 s, record 1.0 s: 30 s in all, 7.5 s of it
+# overhead.
 OK_TIMINGS = {
     "started_at": T0,
     "stop_started_at": T0 + 0.8,
@@ -24,10 +25,15 @@ OK_TIMINGS = {
     "health_started_at": T0 + 3.3,
     "moved_on_at": T0 + 16.0,
     "bench_started_at": T0 + 16.4,
+    "done_at": T0 + 26.9,
+    "record_started_at": T0 + 29.0,
     "ended_at": T0 + 30.0,
     "total_s": 30.0,
     "time_to_ready_s": 12.5,
 }
+OK_PHASES = {"plan": 0.8, "stop": 2.1, "start": 0.6, "probe": 0.4, "bench": 0.5, "end": 2.1, "record": 1.0}
+# A record of a cycle that stopped after writing it: no end of the bench, no start of the record.
+STOP_AFTER_RECORD = {k: v for k, v in OK_TIMINGS.items() if k not in ("done_at", "record_started_at")}
 
 
 def _rec(timings: dict[str, Any] | None = None, **kw: Any) -> Any:
@@ -39,10 +45,16 @@ def _rec(timings: dict[str, Any] | None = None, **kw: Any) -> Any:
 def test_an_ok_attempt_is_split_by_phase_and_the_phases_add_up_to_the_overhead() -> None:
     o = record_overhead(_rec())
     assert o.total_s == pytest.approx(7.5)
-    expected = {"plan": 0.8, "stop": 2.1, "start": 0.6, "probe": 0.4, "bench": 3.6, "final": None}
-    assert o.phases == pytest.approx(expected)
+    assert o.phases == pytest.approx({**OK_PHASES, "final": None})
     assert math.fsum(v for v in o.phases.values() if v is not None) == pytest.approx(o.total_s)
     assert (o.host, o.instance) == ("gpu1", "ar-tp1")
+
+
+def test_a_record_that_ends_at_the_bench_has_no_split_of_bench_stop_and_record() -> None:
+    o = record_overhead(_rec(STOP_AFTER_RECORD))
+    assert o.total_s == pytest.approx(7.5)
+    unknown = dict.fromkeys(("bench", "end", "record", "final"))
+    assert o.phases == pytest.approx({"plan": 0.8, "stop": 2.1, "start": 0.6, "probe": 0.4, **unknown})
 
 
 def test_an_older_record_without_phase_timestamps_has_a_total_but_no_split() -> None:
@@ -54,12 +66,14 @@ def test_an_older_record_without_phase_timestamps_has_a_total_but_no_split() -> 
 
 def test_a_failed_start_gives_the_phases_it_reached_and_no_total() -> None:
     t = {k: OK_TIMINGS[k] for k in ("started_at", "stop_started_at", "start_started_at")}
-    t.update(failure_reported_at=T0 + 9.0, ended_at=T0 + 9.5, total_s=9.5, time_to_ready_s=None)
+    t.update(health_started_at=T0 + 3.0, failure_reported_at=T0 + 9.0, record_started_at=T0 + 9.3)
+    t.update(ended_at=T0 + 9.5, total_s=9.5, time_to_ready_s=None)
     failure = {"phase": "health", "cause": "cuda_oom", "message": "CUDA out of memory"}
     o = record_overhead(_rec(t, outcome="failed", failure=failure, benchmark=None))
     assert o.total_s is None
     unknown = dict.fromkeys(("start", "probe", "bench", "final"))
-    assert o.phases == pytest.approx({"plan": 0.8, "stop": 2.1, **unknown})
+    # The final stop runs from the failure to the record.
+    assert o.phases == pytest.approx({"plan": 0.8, "stop": 2.1, "end": 0.3, "record": 0.2, **unknown})
 
 
 def test_an_attempt_the_plan_skipped_is_all_overhead() -> None:
@@ -77,7 +91,7 @@ def test_nan_and_clock_skew_give_unknown_phases_never_negative_ones() -> None:
     nan = record_overhead(_rec({**OK_TIMINGS, "time_to_ready_s": float("nan"), "stop_started_at": math.nan}))
     assert nan.total_s is None and nan.phases["start"] is None
     assert nan.phases["plan"] is None and nan.phases["stop"] is None
-    assert nan.phases["bench"] == pytest.approx(3.6)
+    assert nan.phases["bench"] == pytest.approx(0.5)
     # More load than the attempt's wall time (a damaged record): unknown, not negative.
     assert attempt_overhead(Timings(total_s=5.0, time_to_ready_s=1.0), 10.0, True).total_s is None
     # A point without a duration leaves the load, and so the bench phase and the total, unknown.
@@ -94,8 +108,8 @@ def _shifted(by: float, longer: float = 0.0) -> dict[str, Any]:
     return t
 
 
-def test_the_final_stop_is_the_gap_to_the_hosts_next_attempt_of_the_same_session() -> None:
-    # ar ends at +30, eagle starts at +31.9 (1.9 s final stop), spec on gpu2 and the last one have none.
+def test_the_gap_after_the_record_is_the_one_to_the_hosts_next_attempt_of_the_same_session() -> None:
+    # ar ends at +30, eagle starts at +31.9 (1.9 s after it), spec on gpu2 and the last one have none.
     recs = [
         _rec(_shifted(31.9), config="eagle", algorithm="eagle"),
         _rec(),
@@ -126,16 +140,18 @@ def test_the_block_lists_each_attempt_then_the_mean_per_config_and_the_total() -
     )
     # In the order the attempts started (ar and old at the same time: by instance).
     assert lines[1] == (
-        "  gpu1/ar-tp1: 7.5 (plan+resume 0.8, stop 2.1, start+health 0.6, probe 0.4, bench+record 3.6, "
-        "final stop -)"
+        "  gpu1/ar-tp1: 7.5 (plan+resume 0.8, stop 2.1, start+health 0.6, probe 0.4, bench 0.5, "
+        "journal+stop 2.1, record 1.0, after record -)"
     )
     assert lines[2] == (
-        "  gpu1/old-tp1: 37.5 (plan+resume -, stop -, start+health -, probe -, bench+record -, final stop -)"
+        "  gpu1/old-tp1: 37.5 (plan+resume -, stop -, start+health -, probe -, bench -, journal+stop -, "
+        "record -, after record -)"
     )
     assert lines[3].startswith("  gpu1/eagle-tp1: 9.5 (")
     assert lines[4] == (
         "campaign overhead: 18.2 s per config on average (plan+resume 0.8, stop 2.1, start+health 0.6, "
-        "probe 0.4, bench+record 4.6, final stop -); 54.5 s in all over 3 of 3 configs"
+        "probe 0.4, bench 0.5, journal+stop 2.1, record 2.0, after record -); 54.5 s in all over 3 of 3 "
+        "configs"
     )
     assert overhead_lines([]) == []
     assert overhead_lines([], earlier=3) == [
@@ -156,7 +172,7 @@ def test_every_phase_reads_keys_the_record_writes() -> None:
 
     facts = RecordFacts(run_id="r", host="h", instance={"name": "a-tp1", "tp": 1}, outcome="ok", timings={})
     written = set(facts.to_dict(ended_at=1.0)["timings"])
-    assert {k for _label, start, end in PHASES.values() for k in (start, end)} <= written
+    assert {k for _label, starts, end in PHASES.values() for k in (*starts, end)} <= written
     assert set(Timings.__dataclass_fields__) <= written
 
 
@@ -198,4 +214,5 @@ def test_the_record_copies_every_phase_entry_the_cycle_takes() -> None:
     from sglbench import cycle
     from sglbench.hostlib.result_schema import PHASE_STARTS
 
-    assert set(PHASE_STARTS) | {"moved_on_at"} == set(cycle.PHASE_TIMESTAMP.values())
+    taken = {*cycle.PHASE_TIMESTAMP.values(), cycle.DONE_TIMESTAMP, cycle.RECORD_TIMESTAMP}
+    assert set(PHASE_STARTS) | {"moved_on_at"} == taken

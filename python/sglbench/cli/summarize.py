@@ -47,6 +47,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         "--overhead",
         action="store_true",
         help="md or text: after the tables, each attempt's own overhead by phase and the mean per config "
-        "(as `sglbench run` prints it, without the final stop, which only a run's own session can tell)",
+        "(as `sglbench run` prints it, without the gap after each record, which only a run's own session "
+        "can tell)",
     )
     p.set_defaults(func=run_summarize)

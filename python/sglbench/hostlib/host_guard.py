@@ -14,7 +14,7 @@ does not end the remote process). So, on the host:
   the point is measured afresh;
 - it benchmarks only the start of the unit its campaign made: the unit's current ``InvocationID`` must
   be the one the campaign's readiness wait saw, or another campaign restarted it;
-- the stop phase (``sglbench_host_guard``) ends a benchmark client left behind by a dead campaign of
+- the stop phase (``sglbench_stop``) ends a benchmark client left behind by a dead campaign of
   the *same* controller (we hold that controller's lock, so its owner is gone) and refuses to touch
   one of another controller (that campaign may be alive: two controllers must not share a host).
 """

@@ -80,16 +80,40 @@ def parse_apps(text: str) -> list[ComputeApp]:
     ]
 
 
-def run_nvidia_smi(argv: Sequence[str], timeout: float = 20.0) -> str:
+def run_nvidia_smi_all(argvs: Sequence[Sequence[str]], timeout: float = 20.0) -> list[str]:
+    """Several nvidia-smi queries at once (each takes a process start and a driver query: run side by
+    side, a GPU poll costs the slowest of them, not their sum); the outputs in the order asked."""
+    procs = []
     try:
-        proc = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, check=False)
-    except (OSError, subprocess.TimeoutExpired) as err:
-        raise NvidiaSmiError(f"could not run {' '.join(argv)}: {err}") from err
-    if proc.returncode != 0:
-        raise NvidiaSmiError(
-            f"{' '.join(argv)} exited {proc.returncode}: {proc.stderr.strip() or proc.stdout.strip()}"
-        )
-    return proc.stdout
+        for argv in argvs:
+            try:
+                procs.append(
+                    (
+                        argv,
+                        subprocess.Popen(
+                            list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+                        ),
+                    )
+                )
+            except OSError as err:
+                raise NvidiaSmiError(f"could not run {' '.join(argv)}: {err}") from err
+        outs = []
+        for argv, proc in procs:
+            try:
+                out, err = proc.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired as exc:
+                raise NvidiaSmiError(f"could not run {' '.join(argv)}: {exc}") from exc
+            if proc.returncode != 0:
+                raise NvidiaSmiError(
+                    f"{' '.join(argv)} exited {proc.returncode}: {err.strip() or out.strip()}"
+                )
+            outs.append(out)
+        return outs
+    finally:
+        for _argv, proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ GPU or an SGLang install.
   the config gets, with the overhead of ``gpus.DEFAULT_CONTEXT_OVERHEAD_GIB`` (+ ``TP_OVERHEAD_GIB``
   at TP > 1), the same constant the stand-in subtracts. *Reclaimable* is the memory of compute
   processes the stop phase will kill before this config starts (command line contains the
-  ``sglbench_gpu_free`` kill match, ``sglang`` by default): the plan runs before that stop.
+  ``sglbench_stop`` kill match, ``sglang`` by default): the plan runs before that stop.
 """
 
 from __future__ import annotations

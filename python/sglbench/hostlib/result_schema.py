@@ -625,7 +625,9 @@ class Timings:
     health_started_at: float | None = None
     moved_on_at: float | None = None
     bench_started_at: float | None = None
+    done_at: float | None = None
     failure_reported_at: float | None = None
+    record_started_at: float | None = None
 
     @classmethod
     def from_reader(cls, tr: Reader | None) -> Timings:
@@ -777,8 +779,9 @@ class RecordFacts:
     """What the cycle gathered about one config attempt: the inputs of ``record.json``.
 
     The play passes these to the ``sglbench_record`` action (``roles/sglang_cycle/tasks/config.yml``);
-    the blocks it got from modules (``wait``: sglbench_wait_ready, ``journal``: sglbench_journal,
-    ``gpu_free``: sglbench_gpu_free) are passed whole and picked apart here."""
+    the blocks it got from modules (``wait``: sglbench_wait_ready; ``gpu_free``: sglbench_stop of the stop
+    phase before the start; ``journal``: the ``journal`` sglbench_stop read before the final stop) are
+    passed whole and picked apart here."""
 
     run_id: str
     host: str
@@ -875,8 +878,17 @@ class RecordFacts:
 
 
 # The cycle's phase-entry timestamps (controller clock) copied into ``record.timings`` as they are, so
-# the time between phases can be read back (``sglbench.overhead``); the probe's entry is ``moved_on_at``.
-PHASE_STARTS = ("stop_started_at", "start_started_at", "health_started_at", "bench_started_at")
+# the time between phases can be read back (``sglbench.overhead``); the probe's entry is ``moved_on_at``,
+# the end of the last phase ``done_at`` (or ``failure_reported_at``), the record's start (after the
+# final stop) ``record_started_at``.
+PHASE_STARTS = (
+    "stop_started_at",
+    "start_started_at",
+    "health_started_at",
+    "bench_started_at",
+    "done_at",
+    "record_started_at",
+)
 
 
 def _record_config(inst: Mapping[str, Any]) -> dict[str, Any]:

@@ -7,6 +7,7 @@ drift apart silently.
 - :func:`parse_startup_log` pulls the memory/capacity numbers out of a startup log (journal text).
 - :func:`classify_failure` names why a start failed: ``zero_requests``, ``not_enough_memory``,
   ``cuda_oom``, ``bad_args``, ``port_in_use``, ``readiness_timeout`` or ``unknown``.
+- :func:`start_journal` reads one start's journal entries with both (what the record keeps of it).
 
 Log lines look like ``[2026-05-01 12:00:00 TP0] message``; the `` TPn`` tag (and DPn/PPn/...)
 appears only when that parallel size is > 1. All "GB" figures are GiB.
@@ -15,7 +16,10 @@ appears only when that parallel size is > 1. All "GB" figures are GiB.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
+
+from .systemd_unit import JournalEntry, first_entry_time, messages_text, render_journal
 
 PREFIX = re.compile(
     r"^\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?)(?P<tags>(?: "
@@ -66,7 +70,8 @@ SUMMARY = re.compile(
     r"available_(?P<device>gpu|cpu)_mem=(?P<avail>[\d.]+) GB"
 )
 UVICORN = re.compile(r"Uvicorn running on (?P<url>https?://(?P<host>[^:\s]+):(?P<port>\d+))")
-READY = re.compile(r"The server is fired up and ready to roll!")
+READY_TEXT = "The server is fired up and ready to roll!"
+READY = re.compile(re.escape(READY_TEXT))
 DECODE = re.compile(
     r"Decode batch.*?#running-req: (?P<run>\d+)(?:.*?accept len: (?P<acc>[\d.]+), accept rate: "
     r"(?P<rate>[\d.]+),)?"
@@ -310,3 +315,21 @@ def classify_start(text: str, wait_outcome: str | None, unit_result: str) -> dic
     if cause in (None, "unknown") and wait_outcome == "timeout":
         cause = "readiness_timeout"
     return {"cause": cause, "lines": list(found.get("lines") or [])}
+
+
+def start_journal(
+    entries: Sequence[JournalEntry], wait_outcome: str | None, unit_result: str
+) -> dict[str, Any]:
+    """One start's journal as the record keeps it: the rendered text, the entry count, the startup facts,
+    the verdict (:func:`classify_start`) and when the server logged that it was ready (Unix time)."""
+    text = messages_text(entries)
+    verdict = classify_start(text, wait_outcome, unit_result)
+    ready_us = first_entry_time(entries, READY_TEXT)
+    return {
+        "journal": render_journal(entries),
+        "entries": len(entries),
+        "cause": verdict["cause"],
+        "cause_lines": verdict["lines"],
+        "startup": parse_startup_log(text),
+        "ready_logged_at": None if ready_us is None else ready_us / 1e6,
+    }

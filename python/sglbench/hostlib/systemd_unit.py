@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -229,3 +230,44 @@ def first_entry_time(entries: Sequence[JournalEntry], needle: str) -> int | None
         if needle in entry.message:
             return entry.realtime_us
     return None
+
+
+def read_start_journal(
+    invocation_id: str,
+    runner: Runner = run_command,
+    settle_s: float = 0.0,
+    clock: Callable[[], float] | None = None,
+    sleep: Callable[[float], None] | None = None,
+) -> list[JournalEntry]:
+    """Every entry of one start (after ``journalctl --sync``). With ``settle_s`` > 0 (a process that just
+    exited may still have lines on their way), read until two reads agree, for up to ``settle_s``
+    seconds (``clock`` and ``sleep`` default to the monotonic clock and ``time.sleep``). Raises
+    RuntimeError naming the invocation when journalctl fails."""
+    clock = clock or time.monotonic
+    sleep = sleep or time.sleep
+    runner(["journalctl", "--sync"])
+    deadline = clock() + settle_s
+    previous = -1
+    while True:
+        rc, out, err = runner(journal_argv(invocation_id))
+        if rc != 0:
+            raise RuntimeError(f"journalctl failed for invocation {invocation_id} (rc={rc}): {err.strip()}")
+        entries = parse_journal_json(out)
+        if settle_s <= 0 or len(entries) == previous or clock() >= deadline:
+            return entries
+        previous = len(entries)
+        sleep(0.2)
+
+
+def redact_entries(entries: Sequence[JournalEntry], secrets: Sequence[str]) -> list[JournalEntry]:
+    """The entries with every secret string replaced by ``<redacted>``."""
+    secrets = [s for s in secrets if s]
+    if not secrets:
+        return list(entries)
+    out = []
+    for entry in entries:
+        message = entry.message
+        for secret in secrets:
+            message = message.replace(secret, "<redacted>")
+        out.append(JournalEntry(entry.realtime_us, entry.identifier, entry.pid, message))
+    return out

@@ -20,23 +20,34 @@ F = flt.FilterModule().filters()
 
 
 def test_every_transition_is_registered() -> None:
-    names = ("begin", "enter", "done", "reuse", "skip", "fail", "classify", "recorded", "summary", "report")
+    names = ("begin", "enter", "passed", "done", "reuse", "skip", "fail", "classify", "recorded")
+    names += ("summary", "report")
     assert set(F) == {f"sglbench_cycle_{n}" for n in names}
 
 
 def test_a_failed_benchmark_through_the_filters() -> None:
     before = time.time()
     state = F["sglbench_cycle_begin"]("x-tp1")
-    for phase in ("stop", "start", "health", "probe", "bench"):
+    for phase in ("stop", "start"):
         state = F["sglbench_cycle_enter"](state, phase)
+    state = F["sglbench_cycle_passed"](state, {"phases_entered_s": {"health": 0.01, "probe": 0.02}})
+    state = F["sglbench_cycle_enter"](state, "bench")
     state = F["sglbench_cycle_fail"](state, {"msg": "refused"}, {"name": "bench | Measure"})
     journal = {"cause": None, "cause_lines": [], "unit_state": {"active_state": "failed"}}
     state = F["sglbench_cycle_classify"](state, journal, {})
     state = F["sglbench_cycle_recorded"](state, {"time_to_ready_s": 1.5})
     t = state["t"]
     assert (
-        before <= t["started_at"] <= t["stop_started_at"] <= t["bench_started_at"] <= t["failure_reported_at"]
+        before
+        <= t["started_at"]
+        <= t["stop_started_at"]
+        <= t["start_started_at"]
+        <= t["bench_started_at"]
+        <= t["failure_reported_at"]
+        <= t["record_started_at"]
     )
+    # from the call's offsets, never after now (when its result arrived)
+    assert t["start_started_at"] <= t["health_started_at"] <= t["moved_on_at"] <= t["bench_started_at"]
     assert F["sglbench_cycle_summary"](state) == {
         "instance": "x-tp1",
         "outcome": "failed",
@@ -51,7 +62,8 @@ def test_a_skip_and_a_reuse() -> None:
     assert F["sglbench_cycle_skip"](state, None) == state
     assert F["sglbench_cycle_skip"](state, "no KV room")["failure"]["cause"] == "planned_failure"
     assert F["sglbench_cycle_reuse"](state, 1)["outcome"] == "ok"
-    assert F["sglbench_cycle_done"](state)["outcome"] == "ok"
+    done = F["sglbench_cycle_done"](state)
+    assert done["outcome"] == "ok" and done["t"]["done_at"] >= state["t"]["started_at"]
 
 
 def test_errors_name_the_filter() -> None:
@@ -59,3 +71,6 @@ def test_errors_name_the_filter() -> None:
         F["sglbench_cycle_enter"](F["sglbench_cycle_begin"]("x"), "warmup")
     with pytest.raises(AnsibleFilterError, match="sglbench_cycle_done: not an attempt state"):
         F["sglbench_cycle_done"]({})
+    with pytest.raises(AnsibleFilterError, match="sglbench_cycle_passed: unknown phase"):
+        started = F["sglbench_cycle_enter"](F["sglbench_cycle_begin"]("x"), "start")
+        F["sglbench_cycle_passed"](started, {"phases_entered_s": {"up": 1}})

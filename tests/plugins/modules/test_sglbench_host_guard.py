@@ -1,5 +1,6 @@
 """The host-side guard : one benchmark per GPU host, only against the start of the unit
-this campaign made; a dead campaign's client is ended by the next stop phase of the same controller."""
+this campaign made; a dead campaign's client is ended by the next stop phase (sglbench_stop) of the same
+controller."""
 
 from __future__ import annotations
 
@@ -14,10 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import sglbench_host_guard
 import sglbench_prompt_bench
+import sglbench_stop
+from ansible.module_utils.basic import AnsibleModule
 
-from sglbench.hostlib import host_guard, nullserver, prompts, systemd_unit
+from sglbench.hostlib import gpu_free, host_guard, nullserver, prompts, systemd_unit
 
 REPO = Path(__file__).resolve().parents[3]
 ME = host_guard.Campaign("run-b", "ctl-1")
@@ -152,24 +154,43 @@ def test_a_server_another_campaign_restarted_is_not_benchmarked() -> None:
         host_guard.check_invocation("sglang-a-tp1.service", "inv1", "inv2")
 
 
-def test_host_guard_module(run_module, tmp_path: Path) -> None:
-    done = run_module(sglbench_host_guard, {"controller": "ctl-1", "dir": str(tmp_path)})
-    assert not done.failed and done.result["changed"] is False and done.result["found"] is None
+def test_the_stop_module_ends_our_orphan_and_refuses_anothers_before_stopping_anything(
+    run_module, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    commands: list[list[str]] = []
+
+    def run_command(self: Any, argv: list[str], **kwargs: Any) -> tuple[int, str, str]:
+        commands.append(list(argv))
+        return 0, "Id=sglang.target\nLoadState=loaded\nActiveState=active\n", ""
+
+    monkeypatch.setattr(AnsibleModule, "run_command", run_command)
+    free = gpu_free.HostOps(
+        smi=lambda argvs: ["0, GPU-a, RTX, 0, 97887\n" if "--query-gpu" in a[1] else "" for a in argvs]
+    )
+    monkeypatch.setattr(sglbench_stop, "HOST_OPS", free)
+    args = {"controller": "ctl-1", "guard_dir": str(tmp_path)}
+    done = run_module(sglbench_stop, args)
+    assert not done.failed and done.result["guard"]["found"] is None
     child = _holder_in_child(tmp_path, "ctl-2")
     try:
-        done = run_module(sglbench_host_guard, {"controller": "ctl-1", "dir": str(tmp_path)})
+        commands.clear()
+        done = run_module(sglbench_stop, args)
         assert done.failed and "must not share a host" in done.result["msg"]
+        assert not any(
+            c[:2] == ["systemctl", "stop"] for c in commands
+        )  # the other campaign's server runs on
     finally:
         child.kill()
         child.wait(10)
     child = _holder_in_child(tmp_path, "ctl-1")
     try:
-        done = run_module(sglbench_host_guard, {"controller": "ctl-1", "dir": str(tmp_path)}, check_mode=True)
+        done = run_module(sglbench_stop, args, check_mode=True)
         assert (
-            not done.failed and done.result["killed"] == [] and child.poll() is None
-        )  # check mode: report only
-        done = run_module(sglbench_host_guard, {"controller": "ctl-1", "dir": str(tmp_path), "kill_grace": 5})
-        assert not done.failed and done.result["changed"] and done.result["freed"]
+            not done.failed and done.result["guard"]["killed"] == [] and child.poll() is None
+        )  # report only
+        done = run_module(sglbench_stop, {**args, "kill_grace": 5})
+        assert not done.failed and done.result["changed"] and done.result["guard"]["freed"]
+        assert child.pid in done.result["guard"]["killed"]
     finally:
         if child.poll() is None:
             child.kill()

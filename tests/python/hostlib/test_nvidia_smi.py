@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from sglbench.hostlib import nvidia_smi as smi
@@ -60,3 +62,15 @@ def test_parent_pid_of_this_process() -> None:
     import os
 
     assert smi.parent_pid(os.getpid()) == os.getppid()
+
+
+def test_queries_run_side_by_side_answer_in_the_order_asked_and_a_failure_names_its_command() -> None:
+    py = sys.executable
+    slow = [py, "-c", "import time; time.sleep(0.3); print('gpus')"]
+    fast = [py, "-c", "print('apps')"]
+    assert smi.run_nvidia_smi_all([slow, fast]) == ["gpus\n", "apps\n"]
+    failing = [py, "-c", "import sys; sys.exit('no driver')"]
+    with pytest.raises(smi.NvidiaSmiError, match=r"exited 1: no driver"):
+        smi.run_nvidia_smi_all([fast, failing])
+    with pytest.raises(smi.NvidiaSmiError, match=r"could not run /nonexistent/nvidia-smi"):
+        smi.run_nvidia_smi_all([fast, ["/nonexistent/nvidia-smi"]])

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from sglbench.hostlib import systemd_unit as su
 
 RUNNING = """Id=sglang-a-tp1.service
@@ -88,3 +90,58 @@ def test_parse_journal_json() -> None:
     assert rendered.splitlines()[0] == "1970-01-01T00:00:01.000000+00:00 sglang-a[9]: ready"
     assert su.first_entry_time(entries, "exit") == 2000000
     assert su.first_entry_time(entries, "nope") is None
+
+
+def _journal_runner(outputs: list[str], rc: int = 0) -> tuple[list[list[str]], su.Runner]:
+    """journalctl that returns each of ``outputs`` in turn (the last one from then on)."""
+    calls: list[list[str]] = []
+
+    def runner(argv: object) -> tuple[int, str, str]:
+        assert isinstance(argv, list)
+        calls.append(argv)
+        if "--sync" in argv:
+            return 0, "", ""
+        text = outputs[min(len([c for c in calls if "--sync" not in c]) - 1, len(outputs) - 1)]
+        return rc, text, "no journal" if rc else ""
+
+    return calls, runner
+
+
+def _lines(*messages: str) -> str:
+    return "\n".join(
+        json.dumps({"__REALTIME_TIMESTAMP": str(i), "MESSAGE": m}) for i, m in enumerate(messages)
+    )
+
+
+def test_the_journal_of_a_running_start_is_read_once_after_a_sync() -> None:
+    calls, runner = _journal_runner([_lines("a"), _lines("a", "b")])
+    entries = su.read_start_journal("inv1", runner, settle_s=0.0)
+    assert [e.message for e in entries] == ["a"]
+    assert calls[0] == ["journalctl", "--sync"] and len(calls) == 2
+
+
+def test_the_journal_of_an_exited_start_is_read_until_two_reads_agree() -> None:
+    calls, runner = _journal_runner([_lines("a"), _lines("a", "traceback"), _lines("a", "traceback")])
+    slept: list[float] = []
+    entries = su.read_start_journal("inv1", runner, settle_s=5.0, clock=lambda: 0.0, sleep=slept.append)
+    assert [e.message for e in entries] == ["a", "traceback"] and len(slept) == 2
+    assert len([c for c in calls if "--sync" not in c]) == 3
+
+
+def test_the_settle_ends_at_its_deadline_and_a_failing_journalctl_names_the_invocation() -> None:
+    clock = iter([0.0, 0.5, 1.5])
+    _calls, runner = _journal_runner([_lines("a"), _lines("a", "b"), _lines("a", "b", "c")])
+    entries = su.read_start_journal(
+        "inv1", runner, settle_s=1.0, clock=lambda: next(clock), sleep=lambda s: None
+    )
+    assert len(entries) == 2
+    _calls, failing = _journal_runner([""], rc=1)
+    with pytest.raises(RuntimeError, match=r"journalctl failed for invocation inv1 \(rc=1\): no journal"):
+        su.read_start_journal("inv1", failing)
+
+
+def test_redaction_replaces_every_secret_and_keeps_the_rest() -> None:
+    entries = su.parse_journal_json(_lines("key sk-1 and tok-2", "plain"))
+    out = su.redact_entries(entries, ["sk-1", "", "tok-2"])
+    assert [e.message for e in out] == ["key <redacted> and <redacted>", "plain"]
+    assert su.redact_entries(entries, []) == entries
