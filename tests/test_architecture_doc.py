@@ -52,6 +52,9 @@ def path_words() -> list[str]:
             continue
         if any(c in word for c in "*<{") or word.startswith("/") or "://" in word or SCHEMA_ID.match(word):
             continue
+        # What set-up or a run writes (build/, results/) is named on the map but not in a clone.
+        if word.split("/", 1)[0] in NOT_IN_TREE:
+            continue
         paths.append(word.rstrip("/"))
     return paths
 
