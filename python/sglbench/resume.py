@@ -129,16 +129,23 @@ def expected_points(
         levels = [(c, None) for c in concurrency_ladder(min(caps) if caps else DEFAULT_LADDER_CAP)]
     out = []
     for c, rate in levels:
-        label = load_points.point_label(c, rate)  # as the load generator names its points
-        for r in range(repeats):
-            point = {"point": label, "concurrency": c, "request_rate": rate, "repeat": r, "seed": seed + r}
-            out.append(
-                {
-                    "key": f"{label}-r{r}",
-                    **point,
-                    "hash": sha256_of({"identity": identity_hash, "point": point}),
-                }
-            )
+        out.extend(level_points(identity_hash, c, rate, repeats, seed))
+    return out
+
+
+def level_points(
+    identity_hash: str, concurrency: int | None, request_rate: float | str | None, repeats: int, seed: int
+) -> list[dict[str, Any]]:
+    """The points of one load level, one per repeat, each with its key and hash (the ladder's and the
+    search's alike): repeat r uses seed ``seed + r``, as the load generator does."""
+    label = load_points.point_label(concurrency, request_rate)  # as the load generator names its points
+    out = []
+    for r in range(repeats):
+        point = {"point": label, "concurrency": concurrency, "request_rate": request_rate, "repeat": r}
+        point["seed"] = seed + r
+        out.append(
+            {"key": f"{label}-r{r}", **point, "hash": sha256_of({"identity": identity_hash, "point": point})}
+        )
     return out
 
 
