@@ -20,6 +20,7 @@ import pytest
 from sglbench import resume, search
 
 IDENTITY = "i" * 64
+SLOTS = {"max_running_requests": 64}  # a server with room to spare
 
 
 def _rows(
@@ -118,7 +119,7 @@ def _true_limit(per_level_ms: float, noise: float, slo_ms: float) -> int:
 @pytest.mark.parametrize("noise", [0.01, 0.03, 0.05])
 def test_a_noisy_monotone_curve_gives_its_limit_within_one_step(tmp_path: Path, noise: float) -> None:
     # TTFT = 45 ms x concurrency, relative noise: true limits 21, 20 and 19 under TTFT p99 <= 1000 ms
-    d = _drive(tmp_path, _load(max_levels=12), linear_ttft(45.0), {"max_running_requests": 64}, noise=noise)
+    d = _drive(tmp_path, _load(max_levels=12), linear_ttft(45.0), SLOTS, noise=noise)
     doc, true = d.doc, _true_limit(45.0, noise, 1000.0)
     assert doc["verdict"] == "limit_found" and doc["budget"]["exhausted"] is None
     assert doc["next_above"] - doc["limit"] == doc["step"] == 1
@@ -131,7 +132,7 @@ def test_a_noisy_monotone_curve_gives_its_limit_within_one_step(tmp_path: Path, 
 
 
 def test_the_budget_of_levels_stops_the_bisection_and_says_so(tmp_path: Path) -> None:
-    d = _drive(tmp_path, _load(max_levels=8), linear_ttft(45.0), {"max_running_requests": 64})
+    d = _drive(tmp_path, _load(max_levels=8), linear_ttft(45.0), SLOTS)
     doc = d.doc
     assert len(doc["levels"]) == 8 and doc["budget"]["exhausted"] == "max_levels"
     assert doc["verdict"] == "limit_found" and doc["limit"] <= 22 < doc["next_above"]
@@ -140,7 +141,7 @@ def test_the_budget_of_levels_stops_the_bisection_and_says_so(tmp_path: Path) ->
 
 def test_the_time_budget_counts_measured_seconds(tmp_path: Path) -> None:
     # every point reports 2 s of measurement, two repeats per level: 3 levels fit in 12 s
-    d = _drive(tmp_path, _load(time_budget_s=12), linear_ttft(45.0), {"max_running_requests": 64})
+    d = _drive(tmp_path, _load(time_budget_s=12), linear_ttft(45.0), SLOTS)
     assert _levels(d) == [1, 2, 4] and d.doc["budget"]["exhausted"] == "time_budget_s"
     assert d.doc["verdict"] == "unresolved" and d.doc["limit"] == 4 and d.doc["next_above"] is None
 
@@ -150,7 +151,7 @@ def test_a_non_monotone_curve_gives_a_level_that_passed_below_the_first_failure(
     def curve(level: float) -> tuple[float, float]:
         return (1500.0 if 6 <= level <= 9 or level > 20 else 300.0, 20.0)
 
-    d = _drive(tmp_path, _load(max_levels=10), curve, {"max_running_requests": 64})
+    d = _drive(tmp_path, _load(max_levels=10), curve, SLOTS)
     doc = d.doc
     assert doc["verdict"] == "limit_found" and doc["limit"] == 5 and doc["next_above"] == 6
     assert _levels(d) == [1, 2, 4, 8, 6, 5]
@@ -158,7 +159,7 @@ def test_a_non_monotone_curve_gives_a_level_that_passed_below_the_first_failure(
 
 
 def test_a_config_that_never_meets_the_slo(tmp_path: Path) -> None:
-    d = _drive(tmp_path, _load(start=4), linear_ttft(1500.0), {"max_running_requests": 64})
+    d = _drive(tmp_path, _load(start=4), linear_ttft(1500.0), SLOTS)
     doc = d.doc
     assert doc["verdict"] == "never_met" and doc["limit"] is None and _levels(d) == [4, 2, 1]
     assert all(lv["verdict"] == "fail" for lv in doc["levels"])
@@ -216,9 +217,7 @@ def test_goodput_is_judged_on_its_lower_bound(tmp_path: Path) -> None:
 
 def test_the_stand_ins_time_scale_is_undone_before_judging(tmp_path: Path) -> None:
     # the stand-in at scale 0.1 answers 10x faster: 45 ms x level real-world is 4.5 ms x level measured
-    d = _drive(
-        tmp_path, _load(max_levels=12), linear_ttft(45.0), {"max_running_requests": 64}, time_scale=0.1
-    )
+    d = _drive(tmp_path, _load(max_levels=12), linear_ttft(45.0), SLOTS, time_scale=0.1)
     true = _true_limit(45.0, 0.03, 1000.0)
     assert d.doc["verdict"] == "limit_found" and d.doc["limit"] <= true < d.doc["next_above"]
     assert d.doc["levels"][0]["time_scale"] == 0.1
@@ -230,7 +229,7 @@ def test_open_loop_rates_double_then_bisect_geometrically_within_littles_bound(t
         return (50.0 * rate, 20.0)
 
     load = _load(mode="rate", start=0.5, max_levels=12, resolution=0.05, slo={"ttft_ms_p99": 600})
-    d = _drive(tmp_path, load, curve, {"max_running_requests": 64})
+    d = _drive(tmp_path, load, curve, SLOTS)
     doc = d.doc
     assert _levels(d)[:4] == [0.5, 1.0, 2.0, 4.0] and doc["mode"] == "rate"
     true = 600.0 / (50.0 * (1 + 0.03 * NormalDist().inv_cdf(0.99)))  # 11.2 req/s
@@ -243,13 +242,13 @@ def test_open_loop_rates_double_then_bisect_geometrically_within_littles_bound(t
 def test_a_killed_search_continues_where_it_stopped_and_measures_nothing_twice(tmp_path: Path) -> None:
     whole = tmp_path / "whole"
     killed = tmp_path / "killed"
-    reference = _drive(whole, _load(max_levels=12), linear_ttft(45.0), {"max_running_requests": 64})
+    reference = _drive(whole, _load(max_levels=12), linear_ttft(45.0), SLOTS)
     first: list[str] = []
     part = _drive(
         killed,
         _load(max_levels=12),
         linear_ttft(45.0),
-        {"max_running_requests": 64},
+        SLOTS,
         stop_after=5,
         measured=first,
     )
@@ -257,29 +256,25 @@ def test_a_killed_search_continues_where_it_stopped_and_measures_nothing_twice(t
     assert first == ["c1-r0", "c1-r1", "c2-r0", "c2-r1", "c4-r0"]
     (killed / resume.POINTS_DIR / "c4-r0.json").unlink()  # the kill hit before this point's commit
     second: list[str] = []
-    again = _drive(
-        killed, _load(max_levels=12), linear_ttft(45.0), {"max_running_requests": 64}, measured=second
-    )
+    again = _drive(killed, _load(max_levels=12), linear_ttft(45.0), SLOTS, measured=second)
     assert second[0] == "c4-r0" and not set(first[:4]) & set(second)
     assert again.doc["limit"] == reference.doc["limit"] and _levels(again) == _levels(reference)
     assert [p["key"] for p in again.expected] == [p["key"] for p in reference.expected]
     # a third run decides done at once, from the committed points alone
     third: list[str] = []
-    done = _drive(
-        killed, _load(max_levels=12), linear_ttft(45.0), {"max_running_requests": 64}, measured=third
-    )
+    done = _drive(killed, _load(max_levels=12), linear_ttft(45.0), SLOTS, measured=third)
     assert third == [] and done.done and done.doc == again.doc
 
 
 def test_a_partial_level_is_completed_before_anything_else(tmp_path: Path) -> None:
-    d = _drive(tmp_path, _load(repeats=3), linear_ttft(45.0), {"max_running_requests": 64}, stop_after=4)
+    d = _drive(tmp_path, _load(repeats=3), linear_ttft(45.0), SLOTS, stop_after=4)
     assert d.point is not None and d.point["key"] == "c2-r1"
     assert [p["key"] for p in d.expected][-3:] == ["c2-r0", "c2-r1", "c2-r2"]
 
 
 def test_the_judgement_cache_is_refreshed_when_a_point_is_measured_again(tmp_path: Path) -> None:
     load = _load(max_levels=3)
-    _drive(tmp_path, load, linear_ttft(45.0), {"max_running_requests": 64})
+    _drive(tmp_path, load, linear_ttft(45.0), SLOTS)
     state = json.loads((tmp_path / search.STATE_FILE).read_text())
     assert set(state["cache"]["levels"]) == {"c1", "c2", "c4"}
     spec = search.parse_spec(load)
@@ -289,13 +284,13 @@ def test_the_judgement_cache_is_refreshed_when_a_point_is_measured_again(tmp_pat
     rows = _rows(60, 5000.0, 20.0, random.Random(0), noise=0.01)
     summary = {"n_err": 0, "valid": True, "client": {"wall_s": 2.0}}
     resume.commit_point(str(tmp_path), point, outcome="ok", summary=summary, records=rows, now=2e9)
-    d = search.decide(str(tmp_path), spec, search.Capacity.from_args({"max_running_requests": 64}), IDENTITY)
+    d = search.decide(str(tmp_path), spec, search.Capacity.from_args(SLOTS), IDENTITY)
     assert d.doc["levels"][1]["pass"] is False and d.doc["verdict"] == "limit_found" and d.doc["limit"] == 1
 
 
 def test_committed_points_are_recognised_by_their_hash_not_their_name(tmp_path: Path) -> None:
     load = _load(max_levels=3)
-    _drive(tmp_path, load, linear_ttft(45.0), {"max_running_requests": 64})
+    _drive(tmp_path, load, linear_ttft(45.0), SLOTS)
     spec = search.parse_spec(load)
     assert spec is not None
     keys = [p["key"] for p in search.committed_points(str(tmp_path), IDENTITY, spec)]
@@ -315,38 +310,27 @@ def test_the_fixed_ladder_stays_the_default() -> None:
     assert search.parse_spec({"search": {"enabled": False, "mode": "rate"}}) is None
 
 
+def _bad(slo: dict[str, Any], **settings: Any) -> dict[str, Any]:
+    return {"search": {"enabled": True, **settings}, "slo": slo}
+
+
+P99 = {"ttft_ms_p99": 1}
+
+
 @pytest.mark.parametrize(
     ("load", "message"),
     [
-        (
-            {"search": {"enabled": True, "mod": "rate"}, "slo": {"ttft_ms_p99": 1}},
-            "search.mod is not a search",
-        ),
-        (
-            {"search": {"enabled": True, "mode": "bisect"}, "slo": {"ttft_ms_p99": 1}},
-            "search.mode must be one of",
-        ),
-        ({"search": {"enabled": True}, "slo": {}}, "names no objective"),
-        ({"search": {"enabled": True}, "slo": {"ttft_p99": 5}}, "slo.ttft_p99 is not an SLO"),
-        ({"search": {"enabled": True}, "slo": {"goodput": 0.99}}, "goodput needs a per-request SLO"),
-        (
-            {"search": {"enabled": True}, "slo": {"ttft_ms": 1, "goodput": 99}},
-            "slo.goodput is the least share",
-        ),
-        (
-            {"search": {"enabled": True, "start": 2.5}, "slo": {"ttft_ms_p99": 1}},
-            "search.start must be a whole",
-        ),
-        (
-            {"search": {"enabled": True, "max_levels": 0}, "slo": {"ttft_ms_p99": 1}},
-            "search.max_levels must be",
-        ),
-        ({"search": {"enabled": "yes"}, "slo": {"ttft_ms_p99": 1}}, "search.enabled must be true or false"),
-        ({"search": {"enabled": True, "start": 8, "floor": 16}, "slo": {"itl_ms_p50": 1}}, "must not exceed"),
-        (
-            {"search": {"enabled": True}, "slo": {"ttft_ms_p99": 1}, "request_rate": [1.0]},
-            "request_rate must be empty",
-        ),
+        (_bad(P99, mod="rate"), "search.mod is not a search"),
+        (_bad(P99, mode="bisect"), "search.mode must be one of"),
+        (_bad({}), "names no objective"),
+        (_bad({"ttft_p99": 5}), "slo.ttft_p99 is not an SLO"),
+        (_bad({"goodput": 0.99}), "goodput needs a per-request SLO"),
+        (_bad({"ttft_ms": 1, "goodput": 99}), "slo.goodput is the least share"),
+        (_bad(P99, start=2.5), "search.start must be a whole"),
+        (_bad(P99, max_levels=0), "search.max_levels must be"),
+        (_bad(P99, enabled="yes"), "search.enabled must be true or false"),
+        (_bad({"itl_ms_p50": 1}, start=8, floor=16), "must not exceed"),
+        ({**_bad(P99), "request_rate": [1.0]}, "request_rate must be empty"),
     ],
 )
 def test_bad_settings_fail_with_one_line_naming_the_field(load: dict[str, Any], message: str) -> None:
