@@ -42,9 +42,11 @@ PARQUET_FILE = "requests.parquet"
 # Files of one attempt that a new attempt replaces (moved aside first, never overwritten in place).
 ATTEMPT_FILES = ("record.json", "journal.log", "unit.service", PARQUET_FILE, REQUESTS_FILE)
 DEFAULT_LADDER_CAP = load_points.DEFAULT_LADDER_CAP
-# Keys of the load parameters left out of the identity hash: they change how a point is judged, not what is
-# measured, and only points without a failed request are ever reused, whose judgement they cannot change.
-UNHASHED_LOAD_KEYS = ("max_error_rate",)
+# Keys of the load parameters left out of the identity hash: they change how a point is judged or which
+# points are measured, not what one point measures. Only points without a failed request are ever reused,
+# whose judgement max_error_rate cannot change; a search with other settings (budgets, mode, start) reuses
+# every level it visits again, and the record of a finished search is reused only when its settings match.
+UNHASHED_LOAD_KEYS = ("max_error_rate", "search")
 
 
 class ResumeError(ValueError):
@@ -129,16 +131,23 @@ def expected_points(
         levels = [(c, None) for c in concurrency_ladder(min(caps) if caps else DEFAULT_LADDER_CAP)]
     out = []
     for c, rate in levels:
-        label = load_points.point_label(c, rate)  # as the load generator names its points
-        for r in range(repeats):
-            point = {"point": label, "concurrency": c, "request_rate": rate, "repeat": r, "seed": seed + r}
-            out.append(
-                {
-                    "key": f"{label}-r{r}",
-                    **point,
-                    "hash": sha256_of({"identity": identity_hash, "point": point}),
-                }
-            )
+        out.extend(level_points(identity_hash, c, rate, repeats, seed))
+    return out
+
+
+def level_points(
+    identity_hash: str, concurrency: int | None, request_rate: float | str | None, repeats: int, seed: int
+) -> list[dict[str, Any]]:
+    """The points of one load level, one per repeat, each with its key and hash (the ladder's and the
+    search's alike): repeat r uses seed ``seed + r``, as the load generator does."""
+    label = load_points.point_label(concurrency, request_rate)  # as the load generator names its points
+    out = []
+    for r in range(repeats):
+        point = {"point": label, "concurrency": concurrency, "request_rate": request_rate, "repeat": r}
+        point["seed"] = seed + r
+        out.append(
+            {"key": f"{label}-r{r}", **point, "hash": sha256_of({"identity": identity_hash, "point": point})}
+        )
     return out
 
 
@@ -208,14 +217,31 @@ def point_is_done(attempt_dir: str, expected: Mapping[str, Any]) -> bool:
     return point is not None and point.is_done(expected.get("hash"))
 
 
+def _record_search_settings(record: Mapping[str, Any]) -> Any:
+    """The settings of the finished search that chose the record's points; None for the fixed ladder, and
+    ``False`` (matching nothing) when the search did not finish."""
+    bench = record.get("benchmark") if isinstance(record.get("benchmark"), Mapping) else {}
+    found = bench.get("search") if isinstance(bench, Mapping) else None
+    if not isinstance(found, Mapping):
+        return None
+    return found.get("settings") if found.get("verdict") is not None else False
+
+
 def prepare_attempt(
-    attempt_dir: str, identity_hash: str, *, fresh: bool = False, now: float | None = None
+    attempt_dir: str,
+    identity_hash: str,
+    *,
+    fresh: bool = False,
+    now: float | None = None,
+    search_settings: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Before a config starts: is its previous attempt complete, and if not, move its record aside.
 
     Complete = ``record.json`` says ``outcome: ok``, carries ``identity.hash == identity_hash`` and every
     point it lists is a done point file (same hash, ok). Then nothing moves and the cycle reuses it (no
-    server start). Otherwise the previous attempt's files (record, journal, unit, derived requests) go to
+    server start); with a search (``search_settings``: the current one's, None for the fixed ladder) the
+    record must also come from a finished search with those settings. Otherwise the previous attempt's
+    files (record, journal, unit, derived requests) go to
     ``previous/<UTC>-<outcome>/`` (``stale`` when the hash differs, ``fresh`` with ``fresh``); point files
     stay for :func:`plan_points`, which checks them one by one.
     """
@@ -238,6 +264,7 @@ def prepare_attempt(
         and rec_hash == identity_hash
         and isinstance(listed, list)
         and all(isinstance(p, dict) and point_is_done(attempt_dir, p) for p in listed)
+        and _record_search_settings(record) == (None if search_settings is None else dict(search_settings))
     )
     previous = {"outcome": record.get("outcome"), "identity_hash": rec_hash}
     if complete:
@@ -375,11 +402,15 @@ def assemble_benchmark(
     identity_hash: str,
     ran: Iterable[str] = (),
     write_requests: bool = True,
+    since: float | None = None,
+    search: Mapping[str, Any] | None = None,
 ) -> dict[str, Any] | None:
     """The record's ``benchmark`` (schema sglbench.bench/1) from the done point files, in ladder order.
 
     Also writes the derived ``requests.parquet`` (rows of those points, atomically). None when no point is
-    done. ``resume`` in the result says which points this run measured and which it reused.
+    done. ``resume`` in the result says which points this run measured and which it reused: those in
+    ``ran``, and with ``since`` (this run's start, Unix seconds) every point committed at or after it.
+    ``search``: the document of the search that chose the points (``sglbench.search``), kept as is.
     """
     exp = list(expected)
     docs = []
@@ -394,6 +425,8 @@ def assemble_benchmark(
     meta["repeats"] = max((int(p.get("repeat", 0)) for p in exp), default=0) + 1
     meta["prompt_set"] = prompt_set
     ran_set = set(ran)
+    if since is not None:
+        ran_set |= {str(d["key"]) for d in docs if float(d.get("committed_at") or 0.0) >= since}
     done_keys = [str(d["key"]) for d in docs]
     if write_requests:
         _write_requests(attempt_dir, docs)
@@ -405,7 +438,7 @@ def assemble_benchmark(
         "reused": [k for k in done_keys if k not in ran_set],
         "missing": [str(p["key"]) for p in exp if str(p["key"]) not in set(done_keys)],
     }
-    return result_schema.bench_summary(points, meta, prompt_set=prompt_set, resume=resume)
+    return result_schema.bench_summary(points, meta, prompt_set=prompt_set, resume=resume, search=search)
 
 
 def _write_requests(attempt_dir: str, docs: list[dict[str, Any]]) -> None:

@@ -24,7 +24,14 @@ if _PYTHON_SRC not in sys.path:  # the checkout's package, even when sglbench is
     sys.path.insert(0, _PYTHON_SRC)
 """
 # What a controller plugin may import of sglbench: the standard-library-only parts.
-STDLIB_ONLY = ("sglbench", "sglbench.hostlib", "sglbench.resume", "sglbench.secretcheck", "sglbench.cycle")
+STDLIB_ONLY = (
+    "sglbench",
+    "sglbench.hostlib",
+    "sglbench.resume",
+    "sglbench.search",
+    "sglbench.secretcheck",
+    "sglbench.cycle",
+)
 
 
 def _uses_sglbench(text: str) -> bool:

@@ -210,3 +210,48 @@ def test_max_error_rate_is_not_part_of_the_identity() -> None:
         _parts(load={"max_new_tokens": 32, "repeats": 2, "max_error_rate": 0.1})
     )
     assert tolerant["hash"] == plain["hash"] and "max_error_rate" not in tolerant["doc"]["load"]
+
+
+def test_search_settings_are_not_part_of_the_identity() -> None:
+    """They decide which levels are measured, not what one level measures: a search with another budget
+    reuses every level it visits again."""
+    plain = resume.attempt_identity(_parts())
+    searching = resume.attempt_identity(
+        _parts(load={"max_new_tokens": 32, "repeats": 2, "search": {"enabled": True, "max_levels": 4}})
+    )
+    assert searching["hash"] == plain["hash"] and "search" not in searching["doc"]["load"]
+
+
+def _search_record(d: Path, h: str, points: list, search: dict | None) -> None:
+    bench = {"search": search} if search is not None else {}
+    doc = {"outcome": "ok", "identity": {"hash": h}, "resume": {"points": points}, "benchmark": bench}
+    (d / "record.json").write_text(json.dumps(doc))
+
+
+def test_a_finished_searchs_record_is_reused_only_with_the_same_search_settings(tmp_path: Path) -> None:
+    exp = resume.expected_points("h", {"concurrency": [1]}, None)
+    _commit(tmp_path, exp[0])
+    settings = {"enabled": True, "mode": "concurrency", "max_levels": 8}
+    _search_record(tmp_path, "h", exp, {"verdict": "limit_found", "settings": settings})
+    assert resume.prepare_attempt(str(tmp_path), "h", now=0, search_settings=settings)["complete"] is True
+    # another budget: the search runs again (and reuses its levels point by point)
+    other = {**settings, "max_levels": 12}
+    assert resume.prepare_attempt(str(tmp_path), "h", now=0, search_settings=other)["complete"] is False
+    # the fixed ladder never takes a search's record, nor a search the ladder's, nor an unfinished search's
+    _search_record(tmp_path, "h", exp, {"verdict": "limit_found", "settings": settings})
+    assert resume.prepare_attempt(str(tmp_path), "h", now=1)["complete"] is False
+    _search_record(tmp_path, "h", exp, None)
+    assert resume.prepare_attempt(str(tmp_path), "h", now=2, search_settings=settings)["complete"] is False
+    _search_record(tmp_path, "h", exp, {"verdict": None, "settings": settings})
+    assert resume.prepare_attempt(str(tmp_path), "h", now=3, search_settings=settings)["complete"] is False
+
+
+def test_assemble_counts_points_committed_since_the_run_began_as_measured(tmp_path: Path) -> None:
+    exp = resume.expected_points("h", {"concurrency": [1, 2]}, None)
+    resume.commit_point(str(tmp_path), exp[0], outcome="ok", summary={"n_err": 0}, now=100.0)
+    resume.commit_point(str(tmp_path), exp[1], outcome="ok", summary={"n_err": 0}, now=200.0)
+    bench = resume.assemble_benchmark(
+        str(tmp_path), exp, prompt_set="p", identity_hash="h", since=150.0, search={"verdict": "x"}
+    )
+    assert bench is not None and bench["search"] == {"verdict": "x"}
+    assert bench["resume"]["measured"] == ["c2-r0"] and bench["resume"]["reused"] == ["c1-r0"]

@@ -321,6 +321,17 @@ class Benchmark:
     points: list[BenchPoint]
     meta: dict[str, Any] = field(default_factory=dict)
     missing: list[str] = field(default_factory=list)  # expected points without a result (resume block)
+    # The SLO-bounded search that chose the points (docs/records.md, "The SLO-bounded search"): its verdict
+    # (limit_found, plan_limited, never_met, unresolved), limit, step, bound and every level judged; None
+    # for the fixed ladder.
+    search: dict[str, Any] | None = None
+
+    @property
+    def search_verdict(self) -> str | None:
+        """``limit_found`` / ``plan_limited`` / ``never_met`` / ``unresolved``; None without a search (or
+        when the search did not finish: the benchmark stopped at a failed point)."""
+        verdict = (self.search or {}).get("verdict")
+        return str(verdict) if verdict is not None else None
 
     @property
     def sim_time_scale(self) -> float | None:
@@ -351,7 +362,17 @@ class Benchmark:
         simulated = r.bool_("simulated", default=False) or bool(meta.get("simulated")) or record_simulated
         resume = r.sub("resume")
         missing = [str(k) for k in resume.list_("missing")] if resume is not None else []
-        return cls(prompt_set=str(prompt_set), simulated=simulated, points=points, meta=meta, missing=missing)
+        search = r.data.get("search")
+        if search is not None and not isinstance(search, Mapping):
+            raise RecordError(path, r.name("search"), f"expected a JSON object or null, got {_kind(search)}")
+        return cls(
+            prompt_set=str(prompt_set),
+            simulated=simulated,
+            points=points,
+            meta=meta,
+            missing=missing,
+            search=dict(search) if search is not None else None,
+        )
 
 
 def aggregates(points: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -376,9 +397,11 @@ def bench_summary(
     *,
     prompt_set: str | None = None,
     resume: Mapping[str, Any] | None = None,
+    search: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The benchmark summary document (``sglbench.bench/1``): run meta, one entry per (point, repeat) in
-    the order given, aggregates over repeats; ``prompt_set`` and ``resume`` when the controller knows them."""
+    the order given, aggregates over repeats; ``prompt_set``, ``resume`` and the ``search`` that chose the
+    points when the controller knows them."""
     doc: dict[str, Any] = {
         "schema": BENCH_SCHEMA,
         "simulated": any(bool(p.get("simulated")) for p in points) or bool(meta.get("simulated")),
@@ -388,6 +411,8 @@ def bench_summary(
     doc.update(meta=dict(meta), points=list(points), aggregates=aggregates(points))
     if resume is not None:
         doc["resume"] = dict(resume)
+    if search is not None:
+        doc["search"] = dict(search)
     return doc
 
 

@@ -1,10 +1,13 @@
 """Continuous-batching scheduler of the stand-in (asyncio, one loop).
 
-Requests wait in a FIFO queue; at most ``max_running`` run at once and their reserved tokens must
-fit ``max_total_num_tokens``. New requests are prefilled as a batch (which yields their first
-token), then every decode step gives each running request one token, or for speculative configs
-an accept length drawn per request. Step durations come from :mod:`sglbench.sim.timing`, scaled by
+Requests wait in a FIFO queue; at most ``max_running`` run at once (the rest queue at the slot limit)
+and their reserved tokens must fit ``max_total_num_tokens`` (when the pool is full the head of the
+queue waits for running requests to finish: KV exhaustion queues, it never retracts). New requests
+are prefilled as a batch (which yields their first token; the running requests wait meanwhile), then
+every decode step gives each running request one token, or for speculative configs an accept length
+drawn per request. Step durations come from :mod:`sglbench.sim.timing`, scaled by
 SGLBENCH_SIM_TIME_SCALE. Every ``decode_log_interval`` steps a ``Decode batch`` line is logged.
+:mod:`sglbench.sim.truth` runs the same rules in virtual time (the model's own answer, for tests).
 """
 
 from __future__ import annotations
@@ -12,8 +15,9 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol, TypeVar
 
 from sglbench.sim.textgen import AcceptSampler, Generator
 from sglbench.sim.timing import TimingModel
@@ -58,6 +62,40 @@ class SimRequest:
     @property
     def done(self) -> bool:
         return self.finish_reason is not None
+
+
+class Queued(Protocol):
+    """What admission reads of a request: its reservation and whether its client went away."""
+
+    @property
+    def reserved_tokens(self) -> int: ...
+
+    cancelled: bool
+
+
+Q = TypeVar("Q", bound=Queued)
+
+
+def admit(waiting: deque[Q], running: Sequence[Q], max_running: int, max_total_tokens: int) -> list[Q]:
+    """Pop the requests the scheduler admits now from the head of ``waiting`` (FIFO, cancelled ones
+    dropped): while a request slot is free (``max_running``) and the request's reserved tokens fit the
+    KV pool beside those already reserved. A request that does not fit waits (the queue stops there, no
+    retraction); one larger than the whole pool runs alone, capped at the pool. The asyncio engine and
+    the virtual-time model (:mod:`sglbench.sim.truth`) both admit with this."""
+    admitted: list[Q] = []
+    reserved = sum(r.reserved_tokens for r in running)
+    while waiting and len(running) + len(admitted) < max_running:
+        req = waiting[0]
+        if req.cancelled:
+            waiting.popleft()
+            continue
+        need = min(req.reserved_tokens, max_total_tokens)
+        if (running or admitted) and reserved + need > max_total_tokens:
+            break
+        waiting.popleft()
+        reserved += need
+        admitted.append(req)
+    return admitted
 
 
 class Engine:
@@ -137,20 +175,10 @@ class Engine:
         await asyncio.sleep(delay if delay > 0 else 0)
 
     def _admit(self) -> list[SimRequest]:
-        admitted: list[SimRequest] = []
-        reserved = sum(r.reserved_tokens for r in self.running)
-        while self.waiting and len(self.running) + len(admitted) < self.max_running:
-            req = self.waiting[0]
-            if req.cancelled:
-                self.waiting.popleft()
-                continue
-            need = min(req.reserved_tokens, self.max_total_tokens)
-            if (self.running or admitted) and reserved + need > self.max_total_tokens:
-                break
-            self.waiting.popleft()
-            reserved += need
-            req.admitted_time = time.monotonic()
-            admitted.append(req)
+        admitted = admit(self.waiting, self.running, self.max_running, self.max_total_tokens)
+        now = time.monotonic()
+        for req in admitted:
+            req.admitted_time = now
         return admitted
 
     async def _run(self) -> None:

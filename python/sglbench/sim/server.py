@@ -712,6 +712,23 @@ class SimServer:
             prefill_tokens_per_s=self.settings.prefill_tokens_per_s,
         )
 
+    def _accept_length(self, plan: memory.MemoryPlan) -> float | None:
+        """Mean tokens per verify step of a speculative config (None without speculation)."""
+        spec = self.args.speculative_algorithm
+        if not spec:
+            return None
+        mean = self.settings.accept_length or sglang_facts.sim_accept_length(spec)
+        return min(mean, float(max(1, plan.num_draft_tokens)))
+
+    def serving_model(self) -> tuple[memory.MemoryPlan, TimingModel, float | None]:
+        """What this launch would serve with, computed without starting anything: the memory plan (request
+        slots, KV pool), the timing model and the mean accept length. :mod:`sglbench.sim.truth` reads it;
+        raises :class:`StartupFailure` when the launch would not start."""
+        boot = self._prepare()
+        if not boot.plan.fits:
+            raise StartupFailure(str(boot.plan.failure_message), [])
+        return boot.plan, self._timing(boot.plan, boot.kind), self._accept_length(boot.plan)
+
     def _serve(
         self,
         plan: memory.MemoryPlan,
@@ -720,17 +737,16 @@ class SimServer:
         startup_s: float,
         load_s: float,
     ) -> int:
-        args, settings = self.args, self.settings
+        args = self.args
         spec_cfg = None
-        if args.speculative_algorithm:
-            D = max(1, plan.num_draft_tokens)
-            mean = settings.accept_length or sglang_facts.sim_accept_length(args.speculative_algorithm)
+        accept = self._accept_length(plan)
+        if args.speculative_algorithm and accept is not None:
             spec_cfg = api.SpecConfig(
                 args.speculative_algorithm,
-                D,
+                max(1, plan.num_draft_tokens),
                 args.speculative_num_steps or 1,
                 args.speculative_eagle_topk or 1,
-                min(mean, float(D)),
+                accept,
             )
         server_args = release_fields(args)
         server_args.pop("config", None)  # --config is read before ServerArgs exists: no field of it

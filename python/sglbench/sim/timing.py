@@ -6,7 +6,12 @@ GPU's bandwidth. ``DECODE_EFFICIENCY`` is calibrated so a 27B BF16 model (51.05 
 TP1 on an RTX PRO 6000 Blackwell Server Edition (1597 GB/s) decodes at the published ~26.5 tok/s.
 Large batches become compute bound (2 FLOP per parameter per token at half the GPU's BF16 peak).
 Speculative verify steps process ``num_draft_tokens`` tokens per request and add the draft model's
-forward passes; each step then emits the sampled accept length of tokens per request.
+forward passes; each step then emits the sampled accept length of tokens per request. So the verify
+cost grows with the batch twice over: the verify tokens (batch x draft tokens) reach the compute bound
+at a batch ``num_draft_tokens`` times smaller than decoding does, and on a hybrid model every verify
+step also writes the linear-attention state of each draft position of each request (SGLang's
+speculative intermediate state cache, which a rejected draft rolls back to), batch x draft tokens
+states of memory traffic.
 """
 
 from __future__ import annotations
@@ -47,11 +52,12 @@ class TimingModel:
         """One decode (or verify) step for ``batch`` running requests holding ``kv_tokens`` tokens."""
         if batch <= 0:
             return 0.0
-        tokens = batch * max(1, self.num_draft_tokens if self.draft_passes else 1)
+        draft_tokens = max(1, self.num_draft_tokens) if self.draft_passes else 0
+        tokens = batch * max(1, draft_tokens)
         mem = self._mem_time(
             self.weights_bytes
             + kv_tokens * self.kv_bytes_per_token
-            + 2 * batch * self.state_bytes_per_request
+            + (2 + draft_tokens) * batch * self.state_bytes_per_request  # read, write; draft positions
         )
         compute = 2.0 * self.params * tokens / self.flops
         step = max(mem, compute) + self._comm() + batch * PER_REQUEST_OVERHEAD_S

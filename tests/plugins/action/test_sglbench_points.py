@@ -1,0 +1,92 @@
+"""plugins/action/sglbench_points.py with the SLO-bounded search: plan, next, commit, assemble as bench.yml
+calls them, on the controller, until the search says done."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from ansible.errors import AnsibleActionFail
+
+REPO = Path(__file__).resolve().parents[3]
+_spec = importlib.util.spec_from_file_location(
+    "sglbench_points_action", REPO / "plugins/action/sglbench_points.py"
+)
+assert _spec and _spec.loader
+action = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(action)
+
+IDENTITY = "h" * 64
+LOAD = {
+    "repeats": 2,
+    "seed": 0,
+    "max_new_tokens": 4,
+    "slo": {"ttft_ms_p99": 500},
+    "search": {"enabled": True, "max_levels": 6},
+}
+CAPACITY = {"max_running_requests": "6", "max_total_num_tokens": "100000", "source": "probe"}
+
+
+def _call(monkeypatch: pytest.MonkeyPatch, **args: Any) -> dict[str, Any]:
+    am = object.__new__(action.ActionModule)
+    am._task = SimpleNamespace(args=args, check_mode=False)
+    monkeypatch.setattr(action.ActionBase, "run", lambda self, tmp=None, task_vars=None: {})
+    out: dict[str, Any] = am.run()
+    return out
+
+
+def _rows(ttft_s: float) -> list[dict[str, Any]]:
+    return [
+        {
+            "sent_s": i * 0.01,
+            "end_s": i * 0.01 + ttft_s + 0.03,
+            "chunk_t": [i * 0.01 + ttft_s + k * 0.01 for k in range(4)],
+            "chunk_tokens": [1, 2, 3, 4],
+            "prompt_tokens": 10,
+            "completion_tokens": 4,
+            "error": None,
+        }
+        for i in range(30)
+    ]
+
+
+def test_a_search_runs_through_the_action_as_the_playbook_drives_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    common = {"dir": str(tmp_path), "identity_hash": IDENTITY, "load": LOAD}
+    plan = _call(monkeypatch, op="plan", fresh=False, **common)
+    assert plan["todo"] == [] and plan["search_iterations"] == 12 and plan["expected"] == []
+    measured = []
+    for _ in range(plan["search_iterations"]):
+        nxt = _call(monkeypatch, op="next", capacity=CAPACITY, **common)
+        if nxt["done"]:
+            break
+        point = nxt["point"]
+        measured.append(point["key"])
+        ttft = 0.1 * point["concurrency"]  # 100 ms per request in flight: 5 meet 500 ms, 6 do not
+        summary = {"n_err": 0, "valid": True, "client": {"wall_s": 1.0}, "point": point["point"]}
+        _call(monkeypatch, op="commit", dir=str(tmp_path), point=point, summary=summary, records=_rows(ttft))
+    assert nxt["done"] and nxt["search"]["verdict"] == "limit_found" and nxt["search"]["limit"] == 5
+    assert len(measured) == len(set(measured)) and measured[:2] == ["c1-r0", "c1-r1"]
+    out = _call(monkeypatch, op="assemble", capacity=CAPACITY, since=plan["started_at"], **common)
+    bench = out["benchmark"]
+    assert [p["key"] for p in out["points"]] == measured
+    assert bench["search"]["limit"] == 5 and bench["search"]["capacity"]["source"] == "probe"
+    assert bench["resume"]["measured"] == measured and bench["resume"]["missing"] == []
+    # a re-run plans the committed levels as kept points and decides done at once
+    again = _call(monkeypatch, op="plan", fresh=False, **common)
+    assert [p["key"] for p in again["expected"]] == sorted(measured) and again["moved"] == []
+    assert _call(monkeypatch, op="next", capacity=CAPACITY, **common)["done"] is True
+
+
+def test_bad_search_settings_fail_the_task_with_the_field_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    load = {**LOAD, "search": {"enabled": True, "mode": "sweep"}}
+    with pytest.raises(AnsibleActionFail, match=r"op=prepare: sglbench_bench\.search\.mode must be one of"):
+        _call(monkeypatch, op="prepare", dir=str(tmp_path), identity_hash=IDENTITY, load=load)
+    with pytest.raises(AnsibleActionFail, match=r"op=next needs load with search\.enabled"):
+        _call(monkeypatch, op="next", dir=str(tmp_path), identity_hash=IDENTITY, load={"repeats": 1})

@@ -1,0 +1,353 @@
+"""The SLO-bounded search on synthetic point results: what it measures, what it concludes, how it resumes.
+
+Each test drives the search exactly as the playbook does: ``decide`` names the next point, a synthetic
+server "measures" it (request rows drawn from a latency curve with seeded noise), ``commit_point`` writes
+it, and so on until the search says done. The curves are functions of the load level, so every test
+knows the true limit and can check the answer against it.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable
+from pathlib import Path
+from statistics import NormalDist
+from typing import Any
+
+import pytest
+
+from sglbench import resume, search
+
+IDENTITY = "i" * 64
+SLOTS = {"max_running_requests": 64}  # a server with room to spare
+
+
+def _rows(
+    n: int, ttft_ms: float, itl_ms: float, rng: random.Random, *, noise: float, tokens: int = 16
+) -> list[dict[str, Any]]:
+    """``n`` requests whose TTFT and per-token gaps scatter around the given values (relative noise)."""
+    rows = []
+    for i in range(n):
+        sent = i * 0.01
+        first = sent + max(0.0, ttft_ms * (1 + rng.gauss(0, noise))) / 1000.0
+        t, chunk_t = first, [first]
+        for _ in range(tokens - 1):
+            t += max(1e-6, itl_ms * (1 + rng.gauss(0, noise))) / 1000.0
+            chunk_t.append(t)
+        rows.append(
+            {
+                "idx": i,
+                "sent_s": sent,
+                "ready_s": sent,
+                "scheduled_s": sent,
+                "end_s": t,
+                "chunk_t": chunk_t,
+                "chunk_tokens": list(range(1, tokens + 1)),
+                "prompt_tokens": 100,
+                "completion_tokens": tokens,
+                "error": None,
+            }
+        )
+    return rows
+
+
+Curve = Callable[[float], tuple[float, float]]  # level -> (TTFT ms, ITL ms) the server gives at that load
+
+
+def _drive(
+    attempt: Path,
+    load: dict[str, Any],
+    curve: Curve,
+    capacity: dict[str, Any],
+    *,
+    noise: float = 0.03,
+    requests: int = 60,
+    stop_after: int | None = None,
+    measured: list[str] | None = None,
+    time_scale: float | None = None,
+) -> search.Decision:
+    """Run the search to its end (or until ``stop_after`` points were measured: a kill), as bench.yml does."""
+    spec = search.parse_spec(load)
+    assert spec is not None
+    cap = search.Capacity.from_args(capacity)
+    log = measured if measured is not None else []
+    count = 0
+    while True:
+        decision = search.decide(str(attempt), spec, cap, IDENTITY)
+        if decision.done or (stop_after is not None and count >= stop_after):
+            return decision
+        point = decision.point
+        assert point is not None
+        level = point["request_rate"] if point["request_rate"] is not None else point["concurrency"]
+        ttft, itl = curve(float(level))
+        rng = random.Random(f"{point['key']}")
+        scale = time_scale or 1.0
+        rows = _rows(requests, ttft * scale, itl * scale, rng, noise=noise)
+        meta = {"server_info": {"sglbench_sim": {"time_scale": time_scale}}} if time_scale else {}
+        summary = {"n_err": 0, "valid": True, "client": {"wall_s": 2.0}}
+        resume.commit_point(str(attempt), point, outcome="ok", summary=summary, meta=meta, records=rows)
+        log.append(str(point["key"]))
+        count += 1
+
+
+def _load(**search_settings: Any) -> dict[str, Any]:
+    slo = search_settings.pop("slo", {"ttft_ms_p99": 1000})
+    return {
+        "repeats": search_settings.pop("repeats", 2),
+        "seed": 0,
+        "max_new_tokens": 16,
+        "slo": slo,
+        "search": {"enabled": True, **search_settings},
+    }
+
+
+def linear_ttft(per_level_ms: float) -> Curve:
+    return lambda level: (per_level_ms * level, 20.0)
+
+
+def _levels(decision: search.Decision) -> list[int | float]:
+    return [lv["level"] for lv in decision.doc["levels"]]
+
+
+# -- the answer -------------------------------------------------------------------------------------
+def _true_limit(per_level_ms: float, noise: float, slo_ms: float) -> int:
+    """The highest level whose true TTFT p99 (the curve times the noise's 99th percentile) meets the SLO."""
+    return int(slo_ms / (per_level_ms * (1 + noise * NormalDist().inv_cdf(0.99))))
+
+
+@pytest.mark.parametrize("noise", [0.01, 0.03, 0.05])
+def test_a_noisy_monotone_curve_gives_its_limit_within_one_step(tmp_path: Path, noise: float) -> None:
+    # TTFT = 45 ms x concurrency, relative noise: true limits 21, 20 and 19 under TTFT p99 <= 1000 ms
+    d = _drive(tmp_path, _load(max_levels=12), linear_ttft(45.0), SLOTS, noise=noise)
+    doc, true = d.doc, _true_limit(45.0, noise, 1000.0)
+    assert doc["verdict"] == "limit_found" and doc["budget"]["exhausted"] is None
+    assert doc["next_above"] - doc["limit"] == doc["step"] == 1
+    assert doc["limit"] <= true and true - doc["limit"] <= doc["step"]  # the CI only ever errs low
+    assert _levels(d)[:7] == [1, 2, 4, 8, 16, 32, 24]  # bracket by doubling, then bisect
+    passed = [lv["level"] for lv in doc["levels"] if lv["pass"]]
+    assert max(passed) == doc["limit"] and all(
+        lv["level"] > doc["limit"] for lv in doc["levels"] if not lv["pass"]
+    )
+
+
+def test_the_budget_of_levels_stops_the_bisection_and_says_so(tmp_path: Path) -> None:
+    d = _drive(tmp_path, _load(max_levels=8), linear_ttft(45.0), SLOTS)
+    doc = d.doc
+    assert len(doc["levels"]) == 8 and doc["budget"]["exhausted"] == "max_levels"
+    assert doc["verdict"] == "limit_found" and doc["limit"] <= 22 < doc["next_above"]
+    assert doc["step"] == doc["next_above"] - doc["limit"] <= 4
+
+
+def test_the_time_budget_counts_measured_seconds(tmp_path: Path) -> None:
+    # every point reports 2 s of measurement, two repeats per level: 3 levels fit in 12 s
+    d = _drive(tmp_path, _load(time_budget_s=12), linear_ttft(45.0), SLOTS)
+    assert _levels(d) == [1, 2, 4] and d.doc["budget"]["exhausted"] == "time_budget_s"
+    assert d.doc["verdict"] == "unresolved" and d.doc["limit"] == 4 and d.doc["next_above"] is None
+
+
+def test_a_non_monotone_curve_gives_a_level_that_passed_below_the_first_failure(tmp_path: Path) -> None:
+    # passes up to 5, fails at 6..9 (a bad region), passes 10..20 again, fails above
+    def curve(level: float) -> tuple[float, float]:
+        return (1500.0 if 6 <= level <= 9 or level > 20 else 300.0, 20.0)
+
+    d = _drive(tmp_path, _load(max_levels=10), curve, SLOTS)
+    doc = d.doc
+    assert doc["verdict"] == "limit_found" and doc["limit"] == 5 and doc["next_above"] == 6
+    assert _levels(d) == [1, 2, 4, 8, 6, 5]
+    assert all(not lv["pass"] for lv in doc["levels"] if lv["level"] > doc["limit"])
+
+
+def test_a_config_that_never_meets_the_slo(tmp_path: Path) -> None:
+    d = _drive(tmp_path, _load(start=4), linear_ttft(1500.0), SLOTS)
+    doc = d.doc
+    assert doc["verdict"] == "never_met" and doc["limit"] is None and _levels(d) == [4, 2, 1]
+    assert all(lv["verdict"] == "fail" for lv in doc["levels"])
+
+
+def test_a_config_limited_by_its_request_slots(tmp_path: Path) -> None:
+    d = _drive(
+        tmp_path, _load(), linear_ttft(10.0), {"max_running_requests": 12, "max_total_num_tokens": 10**6}
+    )
+    doc = d.doc
+    assert doc["verdict"] == "plan_limited" and doc["limit"] == doc["bound"] == 12
+    assert doc["bound_by"] == "max_running_requests" and _levels(d) == [1, 2, 4, 8, 12]
+
+
+def test_a_config_limited_by_its_kv_tokens(tmp_path: Path) -> None:
+    # 116 tokens per request (100 prompt + 16 output): a pool of 1000 tokens holds 8 of them
+    d = _drive(
+        tmp_path, _load(), linear_ttft(10.0), {"max_running_requests": 64, "max_total_num_tokens": 1000}
+    )
+    doc = d.doc
+    assert doc["verdict"] == "plan_limited" and doc["limit"] == 8 and doc["bound_by"] == "kv_tokens"
+    assert doc["capacity"]["tokens_per_request"] == pytest.approx(116.0)
+    assert max(_levels(d)) == 8  # never probed beyond what the pool holds
+
+
+def test_an_interval_straddling_the_limit_does_not_pass(tmp_path: Path) -> None:
+    # 990 ms p99 with 20 % noise: the estimate may sit below 1000 ms but its upper bound does not
+    spec = search.parse_spec(_load())
+    assert spec is not None
+    rng = random.Random(1)
+    reps = [
+        [search.request_from_row(r, 1.0, spec.request_slo) for r in _rows(40, 700.0, 20.0, rng, noise=0.2)]
+        for _ in range(2)
+    ]
+    out = search.judge_level(spec, "c9", reps)
+    ttft = out["objectives"]["ttft_ms_p99"]
+    assert ttft["ci_low"] < 1000.0 < ttft["ci_high"] and ttft["bound"] == "upper"
+    assert out["verdict"] == "inconclusive" and out["pass"] is False
+
+
+def test_goodput_is_judged_on_its_lower_bound(tmp_path: Path) -> None:
+    load = _load(slo={"ttft_ms": 500, "goodput": 0.9})
+    spec = search.parse_spec(load)
+    assert spec is not None and spec.objectives[0].bound == "lower"
+    rng = random.Random(2)
+    rows = _rows(200, 450.0, 20.0, rng, noise=0.2)  # ~29 % of requests above 500 ms
+    reps = [[search.request_from_row(r, 1.0, spec.request_slo) for r in rows]]
+    good = search.judge_level(spec, "c4", reps)["objectives"]["goodput"]
+    assert good["ci_high"] < 0.9 and good["state"] == "fail"
+    rows = _rows(200, 300.0, 20.0, rng, noise=0.2)  # 0.03 % above 500 ms
+    reps = [[search.request_from_row(r, 1.0, spec.request_slo) for r in rows]]
+    good = search.judge_level(spec, "c4", reps)["objectives"]["goodput"]
+    assert good["ci_low"] >= 0.9 and good["state"] == "pass"
+
+
+def test_the_stand_ins_time_scale_is_undone_before_judging(tmp_path: Path) -> None:
+    # the stand-in at scale 0.1 answers 10x faster: 45 ms x level real-world is 4.5 ms x level measured
+    d = _drive(tmp_path, _load(max_levels=12), linear_ttft(45.0), SLOTS, time_scale=0.1)
+    true = _true_limit(45.0, 0.03, 1000.0)
+    assert d.doc["verdict"] == "limit_found" and d.doc["limit"] <= true < d.doc["next_above"]
+    assert d.doc["levels"][0]["time_scale"] == 0.1
+
+
+def test_open_loop_rates_double_then_bisect_geometrically_within_littles_bound(tmp_path: Path) -> None:
+    # TTFT grows with the rate; 4 slots and ~0.3 s E2E at low load cap the rate at about 4 / 0.3 s
+    def curve(rate: float) -> tuple[float, float]:
+        return (50.0 * rate, 20.0)
+
+    load = _load(mode="rate", start=0.5, max_levels=12, resolution=0.05, slo={"ttft_ms_p99": 600})
+    d = _drive(tmp_path, load, curve, SLOTS)
+    doc = d.doc
+    assert _levels(d)[:4] == [0.5, 1.0, 2.0, 4.0] and doc["mode"] == "rate"
+    true = 600.0 / (50.0 * (1 + 0.03 * NormalDist().inv_cdf(0.99)))  # 11.2 req/s
+    assert doc["verdict"] == "limit_found" and doc["limit"] <= true < doc["next_above"]
+    assert doc["next_above"] / doc["limit"] <= 1.05 and "Little" in (doc["bound_by"] or "")
+    assert all(lv["point"].startswith("r") for lv in doc["levels"])
+
+
+# -- resumable, never measured twice ---------------------------------------------------------------
+def test_a_killed_search_continues_where_it_stopped_and_measures_nothing_twice(tmp_path: Path) -> None:
+    whole = tmp_path / "whole"
+    killed = tmp_path / "killed"
+    reference = _drive(whole, _load(max_levels=12), linear_ttft(45.0), SLOTS)
+    first: list[str] = []
+    part = _drive(
+        killed,
+        _load(max_levels=12),
+        linear_ttft(45.0),
+        SLOTS,
+        stop_after=5,
+        measured=first,
+    )
+    assert not part.done and part.point is not None and part.point["key"] == "c4-r1"  # killed mid-level
+    assert first == ["c1-r0", "c1-r1", "c2-r0", "c2-r1", "c4-r0"]
+    (killed / resume.POINTS_DIR / "c4-r0.json").unlink()  # the kill hit before this point's commit
+    second: list[str] = []
+    again = _drive(killed, _load(max_levels=12), linear_ttft(45.0), SLOTS, measured=second)
+    assert second[0] == "c4-r0" and not set(first[:4]) & set(second)
+    assert again.doc["limit"] == reference.doc["limit"] and _levels(again) == _levels(reference)
+    assert [p["key"] for p in again.expected] == [p["key"] for p in reference.expected]
+    # a third run decides done at once, from the committed points alone
+    third: list[str] = []
+    done = _drive(killed, _load(max_levels=12), linear_ttft(45.0), SLOTS, measured=third)
+    assert third == [] and done.done and done.doc == again.doc
+
+
+def test_a_partial_level_is_completed_before_anything_else(tmp_path: Path) -> None:
+    d = _drive(tmp_path, _load(repeats=3), linear_ttft(45.0), SLOTS, stop_after=4)
+    assert d.point is not None and d.point["key"] == "c2-r1"
+    assert [p["key"] for p in d.expected][-3:] == ["c2-r0", "c2-r1", "c2-r2"]
+
+
+def test_the_judgement_cache_is_refreshed_when_a_point_is_measured_again(tmp_path: Path) -> None:
+    load = _load(max_levels=3)
+    _drive(tmp_path, load, linear_ttft(45.0), SLOTS)
+    state = json.loads((tmp_path / search.STATE_FILE).read_text())
+    assert set(state["cache"]["levels"]) == {"c1", "c2", "c4"}
+    spec = search.parse_spec(load)
+    assert spec is not None
+    # c2 measured again, now failing: the cached pass must not survive
+    point = resume.level_points(IDENTITY, 2, None, 2, 0)[0]
+    rows = _rows(60, 5000.0, 20.0, random.Random(0), noise=0.01)
+    summary = {"n_err": 0, "valid": True, "client": {"wall_s": 2.0}}
+    resume.commit_point(str(tmp_path), point, outcome="ok", summary=summary, records=rows, now=2e9)
+    d = search.decide(str(tmp_path), spec, search.Capacity.from_args(SLOTS), IDENTITY)
+    assert d.doc["levels"][1]["pass"] is False and d.doc["verdict"] == "limit_found" and d.doc["limit"] == 1
+
+
+def test_committed_points_are_recognised_by_their_hash_not_their_name(tmp_path: Path) -> None:
+    load = _load(max_levels=3)
+    _drive(tmp_path, load, linear_ttft(45.0), SLOTS)
+    spec = search.parse_spec(load)
+    assert spec is not None
+    keys = [p["key"] for p in search.committed_points(str(tmp_path), IDENTITY, spec)]
+    assert keys == ["c1-r0", "c1-r1", "c2-r0", "c2-r1", "c4-r0", "c4-r1"]
+    plan = resume.plan_points(str(tmp_path), search.committed_points(str(tmp_path), IDENTITY, spec))
+    assert plan["moved"] == [] and len(plan["done"]) == 6
+    # another attempt identity (other argv, SGLang, prompts...): the same files are stale, moved aside
+    plan = resume.plan_points(str(tmp_path), search.committed_points(str(tmp_path), "o" * 64, spec))
+    assert (
+        plan["done"] == [] and {m["reason"] for m in plan["moved"]} == {"stale"} and len(plan["moved"]) == 12
+    )
+
+
+# -- settings ---------------------------------------------------------------------------------------
+def test_the_fixed_ladder_stays_the_default() -> None:
+    assert search.parse_spec({"repeats": 3}) is None
+    assert search.parse_spec({"search": {"enabled": False, "mode": "rate"}}) is None
+
+
+def _bad(slo: dict[str, Any], **settings: Any) -> dict[str, Any]:
+    return {"search": {"enabled": True, **settings}, "slo": slo}
+
+
+P99 = {"ttft_ms_p99": 1}
+
+
+@pytest.mark.parametrize(
+    ("load", "message"),
+    [
+        (_bad(P99, mod="rate"), "search.mod is not a search"),
+        (_bad(P99, mode="bisect"), "search.mode must be one of"),
+        (_bad({}), "names no objective"),
+        (_bad({"ttft_p99": 5}), "slo.ttft_p99 is not an SLO"),
+        (_bad({"goodput": 0.99}), "goodput needs a per-request SLO"),
+        (_bad({"ttft_ms": 1, "goodput": 99}), "slo.goodput is the least share"),
+        (_bad(P99, start=2.5), "search.start must be a whole"),
+        (_bad(P99, max_levels=0), "search.max_levels must be"),
+        (_bad(P99, enabled="yes"), "search.enabled must be true or false"),
+        (_bad({"itl_ms_p50": 1}, start=8, floor=16), "must not exceed"),
+        ({**_bad(P99), "request_rate": [1.0]}, "request_rate must be empty"),
+    ],
+)
+def test_bad_settings_fail_with_one_line_naming_the_field(load: dict[str, Any], message: str) -> None:
+    with pytest.raises(search.SearchError) as err:
+        search.parse_spec(load)
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_objectives_come_from_the_slo_block_with_the_metric_names_of_the_result_schema() -> None:
+    spec = search.parse_spec(
+        _load(slo={"ttft_ms_p99": 2000, "itl_ms_p50": 25, "itl_ms_p99": 100, "tpot_ms": 50, "goodput": 0.99})
+    )
+    assert spec is not None
+    assert [(o.name, o.bound) for o in spec.objectives] == [
+        ("goodput", "lower"),
+        ("itl_ms_p50", "upper"),
+        ("itl_ms_p99", "upper"),
+        ("ttft_ms_p99", "upper"),
+    ]
+    assert spec.request_slo.active() == {"tpot_ms": 50.0} and spec.iterations == 16
