@@ -402,7 +402,19 @@ REQUEST_COLUMNS = [
 ]
 
 
-CUT_COLUMNS = ["run_id", "host", "instance", "config", "tp", "phase", "points_committed", "reason"]
+# simulated / cpu_engine: as the run's records are (a cut attempt measured nothing itself).
+CUT_COLUMNS = [
+    "run_id",
+    "host",
+    "instance",
+    "config",
+    "tp",
+    "phase",
+    "points_committed",
+    "reason",
+    "simulated",
+    "cpu_engine",
+]
 DROPPED_COLUMNS = ["run_id", "host", "reason", "message", "phase", "instance", "recorded", "not_started"]
 
 
@@ -559,10 +571,12 @@ def from_records(records: list[AttemptRecord], run_dirs: list[Path] | None = Non
     cut: list[dict[str, Any]] = []
     gone: list[dict[str, Any]] = []
     for run_dir in run_dirs or []:
-        ids = {r.run_id for r in records if r.path.parent.parent.parent == run_dir}
+        here = [r for r in records if r.path.parent.parent.parent == run_dir]
+        ids = {r.run_id for r in here}
         run_id = ids.pop() if len(ids) == 1 else run_dir.name
         dropped = dropped_hosts(run_dir)
-        cut += cut_rows(run_dir, run_id, dropped)
+        labels = {"simulated": any(r.simulated for r in here), "cpu_engine": any(r.cpu_engine for r in here)}
+        cut += [{**row, **labels} for row in cut_rows(run_dir, run_id, dropped)]
         gone += dropped_rows(run_id, dropped)
     return Results(
         runs=runs,

@@ -215,8 +215,8 @@ def _cut_row(cut: dict[str, Any]) -> dict[str, Any]:
         "cause": cut.get("reason"),
         "note": f"{events.CUT}: {cut.get('reason')}{where}, no record{kept}",
         "valid": False,
-        "simulated": False,
-        "cpu_engine": False,
+        "simulated": bool(cut.get("simulated")),
+        "cpu_engine": bool(cut.get("cpu_engine")),
     }
 
 

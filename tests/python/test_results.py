@@ -308,6 +308,8 @@ def test_a_host_that_dropped_out_leaves_a_cut_attempt_and_is_named(tmp_path: Pat
             "phase": "benchmark",
             "points_committed": 1,
             "reason": "host unreachable",
+            "simulated": True,
+            "cpu_engine": False,
         }
     ]
     assert not (res.points["host"].eq("gpu-b") & res.points["config"].eq("sd")).any()  # not in the figures
