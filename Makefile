@@ -15,6 +15,7 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
 help:
 	@echo "make demo   - set up and run the sim-host campaign (bench.yml -i inventory/sim -e tp=1)"
+	@echo "              SGLBENCH_DEMO_HOSTS=2 make demo: one campaign on two sim hosts at once (inventory/simpair)"
 	@echo "make test   - set up and run every test (unit, lint, Molecule, real-SGLang tier when possible)"
 	@echo "make lint   - ansible-lint (production, offline), yamllint, ruff"
 	@echo "make image  - build the sim host container image if missing"

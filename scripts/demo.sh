@@ -5,6 +5,9 @@
 #   2. ansible-playbook bench.yml -i inventory/sim -e tp=1   (plan -> stop -> start -> health -> probe -> bench -> stop),
 #      then TP8 of the 27B baseline and DFlash in the same run (TP scaling; SGLBENCH_DEMO_TP_SCALING=0 skips it)
 #   3. print the per-config table (and each config's overhead outside server start and load), write the HTML report
+# With SGLBENCH_DEMO_HOSTS=2: one campaign on two sim host containers at once (inventory/simpair), the TP1
+# phase of a few configs (SGLBENCH_DEMO_PAIR_CONFIGS) through `sglbench run`, each host under its own
+# lock; one summary and one report with the host as a dimension.
 # Everything here is SIMULATED: no GPU is involved.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -13,6 +16,34 @@ run_id="${SGLBENCH_RUN_ID:-demo-$(date -u +%Y%m%d-%H%M%S)}"
 results="${SGLBENCH_RESULTS_DIR:-$root/results}"
 host="${SGLBENCH_SIMHOST_NAME:-sglbench-simhost}"
 started=$(date +%s)
+
+report() {
+  sglbench report "$results/$run_id" -o "$results/$run_id/report.html"
+  echo
+  echo "records: $results/$run_id/"
+  echo "report:  $results/$run_id/report.html"
+  echo "demo wall time: $(( $(date +%s) - started )) s ($1)"
+}
+
+case "${SGLBENCH_DEMO_HOSTS:-1}" in
+  1) ;;
+  2)
+    # The containers inventory/simpair/hosts.yml names.
+    echo "== two sim hosts"
+    for host in a b; do SGLBENCH_SIMHOST_NAME="sglbench-simhost-$host" scripts/simhost.sh up; done
+    configs="${SGLBENCH_DEMO_PAIR_CONFIGS:-qwen3-8b-ar,qwen3-8b-dflash,qwen27b-dflash-mrr8}"
+    echo "== sglbench run --inventory inventory/simpair --tp 1 --configs $configs   (run $run_id)"
+    echo "   SIMULATED: numbers come from the SGLang stand-in, not a GPU"
+    # exit 1: some config was skipped or some point invalid (the mission's config is skipped on purpose)
+    run_rc=0
+    sglbench run --project-dir "$root" --inventory "$root/inventory/simpair" --tp 1 --configs "$configs" \
+      --run-id "$run_id" --results "$results" || run_rc=$?
+    [ "$run_rc" -le 1 ] || { echo "demo: sglbench run failed (exit $run_rc)" >&2; exit "$run_rc"; }
+    report "sglbench run exit $run_rc"
+    exit 0
+    ;;
+  *) echo "demo: SGLBENCH_DEMO_HOSTS must be 1 or 2, got ${SGLBENCH_DEMO_HOSTS}" >&2; exit 2 ;;
+esac
 
 echo "== sim host"
 scripts/simhost.sh up
@@ -38,8 +69,4 @@ echo "== summary (SIMULATED: numbers come from the SGLang stand-in, not a GPU)"
 summary_rc=0
 sglbench summarize "$results/$run_id" --format md --overhead || summary_rc=$?
 [ "$summary_rc" -le 1 ] || { echo "demo: sglbench summarize failed (exit $summary_rc)" >&2; exit "$summary_rc"; }
-sglbench report "$results/$run_id" -o "$results/$run_id/report.html"
-echo
-echo "records: $results/$run_id/"
-echo "report:  $results/$run_id/report.html"
-echo "demo wall time: $(( $(date +%s) - started )) s (playbook exit $playbook_rc)"
+report "playbook exit $playbook_rc"

@@ -1,7 +1,9 @@
 """``sglbench compare RUN_A RUN_B``: what changed between two campaigns, regressions beyond noise flagged.
 
-Cells are matched on (host, TP, config, prompt set, load point); when the two runs used different host
-names, the host is left out of the match. For each matched cell with throughput in both runs:
+Cells are matched on (host, TP, config, prompt set, load point). The host is left out of the match only
+when each run has one host and they differ (the same campaign on a renamed or another host); with
+several hosts in a run, cells are matched per host and two hosts' figures are never pooled into one
+cell. For each matched cell with throughput in both runs:
 
 - ratio = mean tok/s in B / mean tok/s in A, with a 95% percentile-bootstrap interval from independent
   replicates of both runs (same method as the summary, :mod:`sglbench.bootstrap`);
@@ -28,7 +30,7 @@ from typing import Any
 
 import pandas as pd
 
-from sglbench import bootstrap
+from sglbench import bootstrap, events
 from sglbench.records import RecordError
 from sglbench.results import Results
 from sglbench.summarize import CELL_KEYS, _samples, check_seed, fmt_ci, load_or_exit
@@ -55,9 +57,13 @@ def _cells(res: Results, keys: list[str]) -> dict[tuple[Any, ...], dict[str, Any
 
 
 def _outcomes(res: Results, keys: list[str]) -> dict[tuple[Any, ...], tuple[str, Any]]:
-    return {
+    """(outcome, cause) per attempt key; an attempt cut when its host dropped out is ``cut``."""
+    out = {
         tuple(att[c] for c in keys): (att["outcome"], att["cause"]) for att in res.attempts.to_dict("records")
     }
+    for cut in res.cut.to_dict("records"):
+        out.setdefault(tuple(cut[c] for c in keys), (events.CUT, cut["reason"]))
+    return out
 
 
 COLUMNS_AFTER_KEYS = [
@@ -154,8 +160,7 @@ def compare(
     n_boot: int = bootstrap.DEFAULT_BOOT,
 ) -> pd.DataFrame:
     """One row per matched cell: tok/s in A and B, ratio with CI, and a status (see module docstring)."""
-    hosts_a, hosts_b = set(a.attempts["host"]), set(b.attempts["host"])
-    keys = MATCH_KEYS if hosts_a & hosts_b else [k for k in MATCH_KEYS if k != "host"]
+    keys = match_keys(set(a.attempts["host"]), set(b.attempts["host"]))
     ca, cb = _cells(a, keys), _cells(b, keys)
     att_keys = [k for k in keys if k not in ("prompt_set", "point")]
     oa, ob = _outcomes(a, att_keys), _outcomes(b, att_keys)
@@ -182,6 +187,13 @@ def compare(
         if ak not in with_points:
             rows.append(_attempt_row(att_keys, ak, oa.get(ak, none), ob.get(ak, none)))
     return pd.DataFrame(rows, columns=[*keys, *COLUMNS_AFTER_KEYS])
+
+
+def match_keys(hosts_a: set[str], hosts_b: set[str]) -> list[str]:
+    """The cell keys: without the host only when each run has one host and they differ."""
+    if len(hosts_a) == 1 and len(hosts_b) == 1 and hosts_a != hosts_b:
+        return [k for k in MATCH_KEYS if k != "host"]
+    return MATCH_KEYS
 
 
 def classify(est: bootstrap.Estimate, *, min_effect: float, no_ci_threshold: float) -> str:
@@ -220,10 +232,16 @@ def to_markdown(table: pd.DataFrame, a: Results, b: Results) -> str:
         "effect; outcome ok -> failed/skipped is a regression.\n"
     )
     order = table.assign(_r=~table["status"].str.startswith(("regression", "improvement")))
-    order = order.sort_values(["_r", "tp", "config", "concurrency"], kind="stable", na_position="last")
+    by_host = "host" in table and table["host"].nunique() > 1
+    order = order.sort_values(
+        ["_r", "tp", *(["host"] if by_host else []), "config", "concurrency"],
+        kind="stable",
+        na_position="last",
+    )
     cols = [
         "status",
         "tp",
+        *(["host"] if by_host else []),
         "config",
         "prompt_set",
         "concurrency",
@@ -238,6 +256,7 @@ def to_markdown(table: pd.DataFrame, a: Results, b: Results) -> str:
         cells = [
             f"**{r['status']}**" if str(r["status"]).startswith("regression") else str(r["status"]),
             str(r["tp"]),
+            *([str(r["host"])] if by_host else []),
             str(r["config"]),
             str(r["prompt_set"] if r["prompt_set"] is not None else "-"),
             "-" if r["concurrency"] is None or pd.isna(r["concurrency"]) else str(int(r["concurrency"])),

@@ -65,6 +65,7 @@ class HostProgress:
     last_done_at: float | None = None
     last_seen: float | None = None
     unreachable: str | None = None  # message
+    unreachable_in: str | None = None  # the phase the host was in when it became unreachable
     setup_failed: str | None = None  # failure in preflight/units (nothing benchmarked)
     results_failed: str | None = None  # results could not be written on the controller (disk full, ...)
     instances: tuple[tuple[str, str, int], ...] = ()  # (name, config, tp) of every unit
@@ -103,13 +104,22 @@ def event_time(event: dict[str, Any]) -> float | None:
         return None
 
 
+def planned_instances(
+    instances: tuple[tuple[str, str, int], ...], phases: tuple[int, ...] | None, configs: tuple[str, ...]
+) -> list[tuple[str, str, int]] | None:
+    """The attempts a host will make, as (instance, config, tp): units whose TP is in the selected phases
+    and config in the filter (None until both are known)."""
+    if not instances or phases is None:
+        return None
+    return [(n, c, tp) for n, c, tp in instances if tp in phases and (not configs or c in configs)]
+
+
 def planned_total(
     instances: tuple[tuple[str, str, int], ...], phases: tuple[int, ...] | None, configs: tuple[str, ...]
 ) -> int | None:
-    """Attempts a host will make: units whose TP is in the selected phases and config in the filter."""
-    if not instances or phases is None:
-        return None
-    return sum(1 for _n, c, tp in instances if tp in phases and (not configs or c in configs))
+    """How many attempts a host will make (see :func:`planned_instances`)."""
+    planned = planned_instances(instances, phases, configs)
+    return None if planned is None else len(planned)
 
 
 def _tp_of(host: HostProgress, instance: str) -> int | None:
@@ -259,7 +269,7 @@ def _unreachable(host: HostProgress, task: str, res: Any) -> HostProgress:
     msg = _msg(res) or "unreachable"
     if host.instance and host.phase not in ("recorded", "unreachable"):
         msg += f" (during {host.instance}, {host.phase}: task {task!r})"
-    return replace(host, phase="unreachable", unreachable=msg)
+    return replace(host, phase="unreachable", unreachable=msg, unreachable_in=host.phase)
 
 
 def apply_host_event(
@@ -366,6 +376,122 @@ def attempt_lines(state: Progress) -> list[str]:
         for a in state.hosts[h].done:
             detail = a.detail if not a.detail or a.detail.startswith("(") else f"({a.detail})"
             out.append(f"{h}: {a.instance}: {a.outcome}{(' ' + detail) if detail else ''}")
+    for d in dropped_hosts(state):
+        if d.instance:
+            where = f" in the {d.phase} phase" if d.phase else ""
+            out.append(f"{d.host}: {d.instance}: {CUT} (host {d.reason}{where}; not recorded, not valid)")
+        if d.not_started:
+            out.append(f"{d.host}: never started (host {d.reason}): {', '.join(d.not_started)}")
+    return out
+
+
+# The outcome shown for an attempt that began and was never recorded (its host dropped out, or the run was
+# killed): not a record outcome (hostlib/result_schema.OUTCOMES), since no record exists.
+CUT = "cut"
+
+
+@dataclass(frozen=True)
+class DroppedHost:
+    """A GPU host that dropped out of the run (unreachable): where it was, what it finished, what it left.
+
+    ``sglbench run`` writes one per such host into ``run.json`` (``dropped``); summaries and reports read
+    them back with :meth:`from_dict`."""
+
+    host: str
+    message: str
+    phase: str | None = None  # the phase it was in: preflight, deploy, or the cut attempt's phase
+    instance: str | None = None  # the attempt it cut (begun, never recorded), if any
+    config: str | None = None
+    tp: int | None = None
+    recorded: tuple[str, ...] = ()  # attempts it recorded in this session
+    not_started: tuple[str, ...] = ()  # planned attempts it never began
+    reason: str = "unreachable"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "host": self.host,
+            "reason": self.reason,
+            "message": self.message,
+            "phase": self.phase,
+            "instance": self.instance,
+            "config": self.config,
+            "tp": self.tp,
+            "recorded": list(self.recorded),
+            "not_started": list(self.not_started),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any) -> DroppedHost | None:
+        """The entry of ``run.json``, or None when it is not one (never a guess)."""
+        if not isinstance(data, dict) or not isinstance(data.get("host"), str) or not data["host"]:
+            return None
+
+        def text(key: str) -> str | None:
+            v = data.get(key)
+            return v if isinstance(v, str) and v else None
+
+        def names(key: str) -> tuple[str, ...]:
+            v = data.get(key)
+            return tuple(str(x) for x in v) if isinstance(v, list) else ()
+
+        tp = data.get("tp")
+        return cls(
+            host=data["host"],
+            message=text("message") or "",
+            phase=text("phase"),
+            instance=text("instance"),
+            config=text("config"),
+            tp=tp if isinstance(tp, int) and not isinstance(tp, bool) else None,
+            recorded=names("recorded"),
+            not_started=names("not_started"),
+            reason=text("reason") or "unreachable",
+        )
+
+    def describe(self) -> str:
+        """One line: why, where, and what it left (``h: unreachable in the benchmark phase of ...``)."""
+        where = f" in the {self.phase} phase" if self.phase else ""
+        if self.instance:
+            where += f" of {self.instance} (cut: not recorded, not valid)"
+        done = f"{len(self.recorded)} attempt(s) recorded"
+        if self.not_started:
+            done += f", {len(self.not_started)} never started ({', '.join(self.not_started)})"
+        why = f": {first_line(self.message, 160)}" if self.message else ""
+        return f"{self.host}: {self.reason}{where}; {done}{why}"
+
+
+def first_line(text: str, width: int) -> str:
+    """The first line of ``text``, at most ``width`` characters (an ellipsis when cut)."""
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+def dropped_host(host: HostProgress, configs: tuple[str, ...]) -> DroppedHost:
+    """What an unreachable host left behind, from its progress."""
+    phase = host.unreachable_in
+    cut = host.instance if host.instance and phase not in ("recorded", "unreachable") else None
+    recorded = tuple(a.instance for a in host.done)
+    config = next((c for n, c, _tp in host.instances if n == cut), None) if cut else None
+    planned = planned_instances(host.instances, host.phases, configs) or []
+    return DroppedHost(
+        host=host.host,
+        message=host.unreachable or "unreachable",
+        phase=phase,
+        instance=cut,
+        config=config,
+        tp=host.tp if cut else None,
+        recorded=recorded,
+        not_started=tuple(n for n, _c, _tp in planned if n not in recorded and n != cut),
+    )
+
+
+def dropped_hosts(state: Progress) -> list[DroppedHost]:
+    """Every host that became unreachable during the run (also one only the final stats call dark)."""
+    dark = set((state.stats or {}).get("dark") or {})
+    out = []
+    for name in sorted(set(state.hosts) | dark):
+        host = state.hosts.get(name) or HostProgress(host=name)
+        if host.unreachable or name in dark:
+            out.append(dropped_host(host, state.configs))
     return out
 
 

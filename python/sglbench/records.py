@@ -40,6 +40,7 @@ __all__ = [
     "RecordError",
     "Timings",
     "find_record_files",
+    "find_unrecorded_dirs",
     "launch_device",
     "load_record",
     "parse_record",
@@ -98,15 +99,22 @@ def load_record(path: Path | str) -> AttemptRecord:
     return parse_record(_read_json(path), path)
 
 
-def find_record_files(run_dir: Path) -> list[Path]:
-    """``<run_dir>/<host>/<instance>/record.json`` files, sorted; directories starting with ``.`` or
-    ``_`` (moved-aside attempts, runner artifacts) are ignored."""
+def _attempt_dirs(run_dir: Path) -> list[Path]:
+    """``<run_dir>/<host>/<instance>/`` directories, sorted; directories starting with ``.`` or ``_``
+    (moved-aside attempts, runner artifacts) are ignored."""
     out = []
     for host_dir in sorted(p for p in run_dir.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))):
-        for inst_dir in sorted(
-            p for p in host_dir.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))
-        ):
-            f = inst_dir / "record.json"
-            if f.is_file():
-                out.append(f)
+        out += sorted(p for p in host_dir.iterdir() if p.is_dir() and not p.name.startswith((".", "_")))
     return out
+
+
+def find_record_files(run_dir: Path) -> list[Path]:
+    """``<run_dir>/<host>/<instance>/record.json`` files, sorted (see :func:`_attempt_dirs`)."""
+    return [d / "record.json" for d in _attempt_dirs(run_dir) if (d / "record.json").is_file()]
+
+
+def find_unrecorded_dirs(run_dir: Path) -> list[Path]:
+    """Attempt directories without a ``record.json``: attempts that began (a point was committed, or an
+    earlier record moved aside) and were never recorded, because their host dropped out, the run was
+    killed, or the attempt is still running."""
+    return [d for d in _attempt_dirs(run_dir) if not (d / "record.json").is_file()]

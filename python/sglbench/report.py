@@ -25,7 +25,7 @@ from typing import Any
 import pandas as pd
 from matplotlib.figure import Figure
 
-from sglbench import bootstrap, outfiles
+from sglbench import bootstrap, events, outfiles
 from sglbench.deploy import store
 from sglbench.deploy import text as deploy_text
 from sglbench.deploy.answer import Answer
@@ -37,7 +37,7 @@ from sglbench.plotting import png as _png
 from sglbench.plotting import tp_axes as _tp_axes
 from sglbench.records import RecordError
 from sglbench.results import Results
-from sglbench.summarize import display_rows, load_or_exit, summary_table
+from sglbench.summarize import display_rows, dropped_lines, host_list, load_or_exit, summary_table
 
 # The page's sections (h2), in order; the tests read them from here.
 GLANCE = "At a glance"
@@ -57,7 +57,9 @@ SECTIONS = (
     METHODS,
 )  # fmt: skip
 # The request columns the plots use: the report reads no other column of the request rows.
-REPORT_REQUEST_COLUMNS = ("tp", "config", "category", "ok", "ttft_ms", "e2e_ms", "accept_length")
+REPORT_REQUEST_COLUMNS = ("tp", "host", "config", "category", "ok", "ttft_ms", "e2e_ms", "accept_length")
+# With several hosts, a plot's series is one config on one host (``qwen3-8b-ar @ gpu-a``).
+HOST_SEP = " @ "
 # What to do about each failure cause (classified by hostlib/sglang_logs.py and the cycle role).
 CAUSE_ADVICE = {
     "zero_requests": "SGLang computed zero request slots: the Mamba state pool cannot hold the requested "
@@ -93,6 +95,26 @@ MEMORY_PARTS = [
 
 
 # -- helpers --------------------------------------------------------------------------------------
+def by_host(frame: pd.DataFrame, several_hosts: bool) -> pd.DataFrame:
+    """The frame the plots draw: with several hosts, ``config`` (and ``baseline``, on the same host by
+    construction) become ``<config> @ <host>``, so every series is one config on one host and no plot
+    pools two hosts' figures; with one host, the frame itself."""
+    if not several_hosts or not len(frame):
+        return frame
+    out = frame.copy()
+    for col in ("config", "baseline"):
+        if col in out:
+            named = out[col].notna()
+            out[col] = out[col].astype(object)
+            hosts = out.loc[named, "host"].astype(str)
+            out.loc[named, col] = out.loc[named, col].astype(str) + HOST_SEP + hosts
+    return out
+
+
+def several_hosts(res: Results) -> bool:
+    return len(res.hosts) > 1
+
+
 def _nan(v: Any) -> bool:
     return v is None or (isinstance(v, float) and math.isnan(v))
 
@@ -141,11 +163,10 @@ def plot_throughput(table: pd.DataFrame, colors: dict[str, str]) -> Plot:
     fig, axes = _tp_axes(len(tps))
     for ax, tp in zip(axes, tps, strict=True):
         sub = t[t["tp"] == tp]
-        for (cfg, host), g in sub.groupby(["config", "host"], sort=True):
+        for cfg, g in sub.groupby("config", sort=True):
             g = g.sort_values("concurrency")
-            label = cfg if t["host"].nunique() == 1 else f"{cfg} @ {host}"
             style = "--" if str(g["algorithm"].iloc[0]).lower() == "none" else "-"
-            ax.plot(g["concurrency"], g["tok_s"], style, marker="o", color=colors[cfg], label=label, lw=1.8)
+            ax.plot(g["concurrency"], g["tok_s"], style, marker="o", color=colors[cfg], label=cfg, lw=1.8)
             lo, hi = g["tok_s_ci_low"].astype(float), g["tok_s_ci_high"].astype(float)
             if lo.notna().any():
                 ax.fill_between(g["concurrency"], lo, hi, color=colors[cfg], alpha=0.2, lw=0)
@@ -215,7 +236,7 @@ def plot_speedup(table: pd.DataFrame, colors: dict[str, str]) -> Plot:
 
 def plot_latency(res: Results, table: pd.DataFrame, colors: dict[str, str]) -> Plot:
     key, title = "latency", "Latency distributions"
-    req = res.request_columns(REPORT_REQUEST_COLUMNS)
+    req = by_host(res.request_columns(REPORT_REQUEST_COLUMNS), several_hosts(res))
     req = req[req["ok"].astype(bool)] if len(req) else req
     if len(req) and req["ttft_ms"].notna().any():
         tps = sorted(req["tp"].unique())
@@ -288,7 +309,7 @@ def plot_latency(res: Results, table: pd.DataFrame, colors: dict[str, str]) -> P
 
 def plot_acceptance(res: Results, table: pd.DataFrame, colors: dict[str, str]) -> Plot:
     key, title = "acceptance", "Acceptance length by prompt category"
-    req = res.request_columns(REPORT_REQUEST_COLUMNS)
+    req = by_host(res.request_columns(REPORT_REQUEST_COLUMNS), several_hosts(res))
     if len(req) and req["accept_length"].notna().any():
         r = req[req["accept_length"].notna()]
         agg = r.groupby(["config", "category"])["accept_length"].mean().reset_index()
@@ -382,7 +403,7 @@ def plot_capacity(res: Results) -> Plot:
         if split:
             rows.append(
                 (
-                    f"{rec.instance}" + (f" @ {rec.host}" if res.attempts["host"].nunique() > 1 else ""),
+                    f"{rec.instance}" + (f"{HOST_SEP}{rec.host}" if several_hosts(res) else ""),
                     split,
                     rec.outcome,
                 )
@@ -510,9 +531,29 @@ def _recommendation(att: dict[str, Any]) -> str:
     return " ".join(parts)
 
 
+CUT_ADVICE = (
+    "Bring the host back, then run sglbench run again: the run resumes in place, keeps every attempt "
+    "recorded on every host and measures this one again (its committed points are reused when their hash "
+    "matches)."
+)
+
+
+def _cut_row_html(cut: dict[str, Any]) -> str:
+    """A failures-table row for an attempt that began and was never recorded."""
+    n = int(cut.get("points_committed") or 0)
+    return (
+        f'<tr class="failed"><td class="l"><b>{_e(cut["instance"])}</b>{_e(HOST_SEP + str(cut["host"]))}<br>'
+        f'<span class="note">TP {_e(cut["tp"])}</span></td>'
+        f'<td class="l">{events.CUT}</td><td class="l">{_e(cut.get("phase") or "-")}: '
+        f"<b>{_e(cut.get('reason') or 'unknown')}</b></td>"
+        f'<td class="w">never recorded: not valid; {n} point(s) committed before, kept for the resume</td>'
+        f'<td class="w">{_e(CUT_ADVICE)}</td></tr>'
+    )
+
+
 def failures_section(res: Results) -> str:
     bad = res.attempts[res.attempts["outcome"] != "ok"]
-    if not len(bad):
+    if not len(bad) and not len(res.cut):
         return '<p class="ok">Every config attempt started, answered and was benchmarked.</p>'
     out = [
         '<table><thead><tr><th class="l">attempt</th><th class="l">outcome</th>'
@@ -522,7 +563,7 @@ def failures_section(res: Results) -> str:
     for att in bad.sort_values(["tp", "config"]).to_dict("records"):
         lines = att.get("failure_lines") or []
         evidence = f"<pre>{_e(chr(10).join(lines[:4]))}</pre>" if lines else ""
-        host = f" @ {att['host']}" if res.attempts["host"].nunique() > 1 else ""
+        host = f"{HOST_SEP}{att['host']}" if several_hosts(res) else ""
         outcome = "planned skip" if att["outcome"] == "skipped" else "failed"
         out.append(
             f'<tr class="{att["outcome"]}"><td class="l"><b>{_e(att["instance"])}</b>{_e(host)}<br>'
@@ -533,6 +574,7 @@ def failures_section(res: Results) -> str:
             f'<br><span class="note">record: {_e(att["record_path"])}</span></td>'
             f'<td class="w">{_e(_recommendation(att))}</td></tr>'
         )
+    out += [_cut_row_html(cut) for cut in res.cut.sort_values(["tp", "host", "instance"]).to_dict("records")]
     out.append("</tbody></table>")
     return "".join(out)
 
@@ -546,7 +588,7 @@ def capacity_table(res: Results) -> str:
             err = f"{(float(kp) - float(ko)) / float(ko) * 100:+.1f}%"
         rows.append(
             {
-                "attempt": a["instance"] + (f" @ {a['host']}" if res.attempts["host"].nunique() > 1 else ""),
+                "attempt": a["instance"] + (f"{HOST_SEP}{a['host']}" if several_hosts(res) else ""),
                 "outcome": a["outcome"],
                 "KV tokens predicted": "-" if _nan(kp) else f"{int(kp):,}",
                 "KV tokens observed": "-" if _nan(ko) else f"{int(ko):,}",
@@ -564,11 +606,16 @@ def findings(res: Results, table: pd.DataFrame) -> list[str]:
     """Plain-language headline lines for the top of the page."""
     out = []
     pts = table[table["tok_s"].notna()]
+    many = several_hosts(res)
+
+    def on(row: Any) -> str:
+        return f" on {row['host']}" if many else ""
+
     for tp in sorted(pts["tp"].unique()):
         sub = pts[pts["tp"] == tp]
         best = sub.loc[sub["tok_s"].idxmax()]
         line = (
-            f"TP {tp}: highest throughput <b>{_e(best['config'])}</b> at concurrency "
+            f"TP {tp}: highest throughput <b>{_e(best['config'])}</b>{_e(on(best))} at concurrency "
             f"{int(best['concurrency']) if not _nan(best['concurrency']) else '-'}: "
             f"{best['tok_s']:,.0f} tok/s"
         )
@@ -583,16 +630,23 @@ def findings(res: Results, table: pd.DataFrame) -> list[str]:
             slower = spec[spec["speedup_ci_high"] < 1]
             if len(slower):
                 names = ", ".join(
-                    sorted({f"{r.config} (c{int(r.concurrency)})" for r in slower.itertuples()})
+                    sorted(
+                        {
+                            f"{r['config']}{on(r)} (c{int(r['concurrency'])})"
+                            for r in slower.to_dict("records")
+                        }
+                    )
                 )
                 out.append(f"TP {tp}: slower than autoregressive beyond noise: {_e(names)}.")
     bad = res.attempts[res.attempts["outcome"] != "ok"]
     for a in bad.sort_values(["tp", "config"]).to_dict("records"):
         verb = "was skipped by the capacity plan" if a["outcome"] == "skipped" else "failed"
+        cause = _e(a.get("cause") or "unknown")
         out.append(
-            f'<span class="bad">{_e(a["instance"])} {verb}</span>: {_e(a.get("cause") or "unknown")} '
-            f"— see Failures below."
+            f'<span class="bad">{_e(a["instance"])}{_e(on(a))} {verb}</span>: {cause} — see Failures below.'
         )
+    for line in dropped_lines(res):
+        out.append(f'<span class="bad">Dropped out</span>: {_e(line)}.')
     if not len(pts):
         out.append(
             "No benchmark points were recorded in this run: the tables show start-up and capacity only."
@@ -635,7 +689,7 @@ def _overview(res: Results, table: pd.DataFrame, title: str) -> list[str]:
     """Title, the run line, the outcome cards and the at-a-glance findings."""
     a = res.attempts
     n_ok, n_skip, n_fail = (int((a["outcome"] == o).sum()) for o in ("ok", "skipped", "failed"))
-    hosts = ", ".join(sorted(a["host"].unique())) if len(a) else "-"
+    hosts = host_list(res)
     runs = ", ".join(res.runs["run_id"])
     started = res.runs["started_at"].dropna()
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(float(started.min()))) if len(started) else "-"
@@ -668,7 +722,13 @@ def _tables(table: pd.DataFrame) -> list[str]:
     ]
     for tp, grp in table.groupby("tp", sort=True):
         classes = [
-            r.outcome if r.outcome in ("failed", "skipped") else "base" if r.baseline == r.config else ""
+            "failed"
+            if r.outcome == events.CUT
+            else r.outcome
+            if r.outcome in ("failed", "skipped")
+            else "base"
+            if r.baseline == r.config
+            else ""
             for r in grp.itertuples()
         ]
         parts.append(f"<h3>TP {tp}</h3>")
@@ -774,15 +834,18 @@ def render(res: Results, out: Path, *, title: str | None = None) -> list[Path]:
     """Write ``out`` (HTML) and the PNGs beside it; return the written paths."""
     table = summary_table(res)
     answers = store.answers(res, prog="report", table=table)
-    colors = config_colors(list(res.attempts["config"]) if len(res.attempts) else [])
+    series = by_host(table, several_hosts(res))
+    colors = config_colors([str(c) for c in series["config"].dropna()])
+    # The deployment answer's plots name plain configs (each answer is one host's).
+    deploy_colors = config_colors(list(res.attempts["config"]) if len(res.attempts) else [])
     plots = [
-        plot_throughput(table, colors),
-        plot_speedup(table, colors),
-        plot_breakeven(answers, colors),
-        plot_frontier(answers, colors),
-        plot_latency(res, table, colors),
-        plot_acceptance(res, table, colors),
-        plot_scaling(table, colors),
+        plot_throughput(series, colors),
+        plot_speedup(series, colors),
+        plot_breakeven(answers, deploy_colors),
+        plot_frontier(answers, deploy_colors),
+        plot_latency(res, series, colors),
+        plot_acceptance(res, series, colors),
+        plot_scaling(series, colors),
         plot_capacity(res),
     ]
     runs = ", ".join(res.runs["run_id"])

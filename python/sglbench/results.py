@@ -16,6 +16,11 @@ frames. Frames (one row per ...):
   latency percentiles, acceptance length, valid).
 - ``requests``: measured request, when the attempt kept ``requests.parquet``/``requests.jsonl``
   (attempt keys + prompt_set, concurrency, repeat, category, tokens, ttft_ms, e2e_ms, accept_length, ok).
+- ``cut``: attempt that began and was never recorded (run_id, host, instance, config, tp, phase,
+  points_committed, reason): its host dropped out, the run was killed, or it is still running. Never
+  valid; its committed points stay on disk for the resume and are in no other frame.
+- ``dropped``: host that dropped out of a run started by ``sglbench run`` (run_id, host, reason, message,
+  phase, instance, recorded, not_started), from the run's ``_runner/run.json``.
 
 Request rows are read from their files (:mod:`sglbench.columnar`) when first asked for, and only the
 columns asked for: ``res.request_columns(["config", "ttft_ms"])`` reads one stored column per attempt,
@@ -24,6 +29,7 @@ columns asked for: ``res.request_columns(["config", "ttft_ms"])`` reads one stor
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,11 +40,12 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sglbench import columnar
+from sglbench import columnar, events
 from sglbench.hostlib import result_schema
 from sglbench.hostlib.plan_policy import flag as plan_flag
 from sglbench.hostlib.result_schema import METRICS, STATS
-from sglbench.records import AttemptRecord, find_record_files, load_record
+from sglbench.records import AttemptRecord, find_record_files, find_unrecorded_dirs, load_record
+from sglbench.resume import POINTS_DIR
 
 # cpu_engine: measured against the real SGLang on its CPU engine (--device cpu): neither simulated nor GPU.
 ATTEMPT_KEYS = [
@@ -76,7 +83,14 @@ class Results:
     points: pd.DataFrame
     records: list[AttemptRecord]
     sources: dict[AttemptKey, columnar.RowSource] = field(default_factory=dict)
+    cut: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=CUT_COLUMNS))
+    dropped: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=DROPPED_COLUMNS))
     _frames: dict[tuple[str, ...], pd.DataFrame] = field(default_factory=dict, repr=False)
+
+    @property
+    def hosts(self) -> list[str]:
+        """Every host of the results: those with records, with cut attempts, and those that dropped out."""
+        return sorted({*self.attempts["host"], *self.cut["host"], *self.dropped["host"]})
 
     @property
     def simulated(self) -> bool:
@@ -388,6 +402,108 @@ REQUEST_COLUMNS = [
 ]
 
 
+# simulated / cpu_engine: as the run's records are (a cut attempt measured nothing itself).
+CUT_COLUMNS = [
+    "run_id",
+    "host",
+    "instance",
+    "config",
+    "tp",
+    "phase",
+    "points_committed",
+    "reason",
+    "simulated",
+    "cpu_engine",
+]
+DROPPED_COLUMNS = ["run_id", "host", "reason", "message", "phase", "instance", "recorded", "not_started"]
+
+
+def dropped_hosts(run_dir: Path) -> list[events.DroppedHost]:
+    """The hosts ``sglbench run`` recorded as dropped out of its last session of this run (``run.json``)."""
+    from sglbench.runner import read_run_meta
+
+    entries = (read_run_meta(run_dir) or {}).get("dropped")
+    found = [events.DroppedHost.from_dict(e) for e in entries] if isinstance(entries, list) else []
+    return [d for d in found if d is not None]
+
+
+def committed_points(attempt_dir: Path) -> int:
+    """Points committed ``ok`` under ``<attempt>/points/`` (a damaged file counts as none)."""
+    n = 0
+    for f in sorted((attempt_dir / POINTS_DIR).glob("*.json")):
+        try:
+            doc = result_schema.PointFile.from_dict(json.loads(f.read_text(encoding="utf-8")))
+        except (OSError, ValueError):
+            continue
+        n += doc is not None and doc.outcome == "ok"
+    return n
+
+
+def _config_tp(instance: str) -> tuple[str, int | None]:
+    """(config, TP size) from a unit instance name ``<config>-tp<N>``."""
+    m = events.INSTANCE_TP.search(instance)
+    return (instance[: m.start()], int(m.group("tp"))) if m else (instance, None)
+
+
+def cut_rows(run_dir: Path, run_id: str, dropped: list[events.DroppedHost]) -> list[dict[str, Any]]:
+    """One row per attempt of the run that began and has no record: the directories without a
+    ``record.json``, and the attempt a dropped host was in when it left none."""
+    by_host = {d.host: d for d in dropped}
+    rows = []
+    for d in find_unrecorded_dirs(run_dir):
+        host, instance = d.parent.name, d.name
+        gone = by_host.get(host)
+        cut_here = gone is not None and gone.instance == instance
+        config, tp = _config_tp(instance)
+        rows.append(
+            {
+                "run_id": run_id,
+                "host": host,
+                "instance": instance,
+                "config": gone.config if cut_here and gone.config else config,
+                "tp": gone.tp if cut_here and gone.tp is not None else tp,
+                "phase": gone.phase if cut_here else None,
+                "points_committed": committed_points(d),
+                "reason": f"host {gone.reason}"
+                if gone is not None
+                else "not recorded: the run was killed, or the attempt is still running",
+            }
+        )
+    seen = {(r["host"], r["instance"]) for r in rows}
+    for gone in dropped:
+        if gone.instance and (gone.host, gone.instance) not in seen:
+            config, tp = _config_tp(gone.instance)
+            rows.append(
+                {
+                    "run_id": run_id,
+                    "host": gone.host,
+                    "instance": gone.instance,
+                    "config": gone.config or config,
+                    "tp": gone.tp if gone.tp is not None else tp,
+                    "phase": gone.phase,
+                    "points_committed": 0,
+                    "reason": f"host {gone.reason}",
+                }
+            )
+    return rows
+
+
+def dropped_rows(run_id: str, dropped: list[events.DroppedHost]) -> list[dict[str, Any]]:
+    return [
+        {
+            "run_id": run_id,
+            "host": d.host,
+            "reason": d.reason,
+            "message": d.message,
+            "phase": d.phase,
+            "instance": d.instance,
+            "recorded": list(d.recorded),
+            "not_started": list(d.not_started),
+        }
+        for d in dropped
+    ]
+
+
 def check_unique(records: list[AttemptRecord]) -> None:
     """ResultsError when two records are the same attempt (run id, host, instance), e.g. a copied run
     directory next to the original: merging them would count every point twice."""
@@ -405,7 +521,8 @@ def check_unique(records: list[AttemptRecord]) -> None:
 
 
 def from_records(records: list[AttemptRecord], run_dirs: list[Path] | None = None) -> Results:
-    """Build the frames from already-parsed records (used by tests and by :func:`load`)."""
+    """Build the frames from already-parsed records (used by tests and by :func:`load`); ``run_dirs``
+    adds the attempts they hold without a record and the hosts their ``run.json`` says dropped out."""
     check_unique(records)
     attempts = _frame([attempt_row(r) for r in records], ATTEMPT_COLUMNS)
     points = _frame([row for r in records for row in point_rows(r)], POINT_COLUMNS)
@@ -451,7 +568,25 @@ def from_records(records: list[AttemptRecord], run_dirs: list[Path] | None = Non
             "ended_at",
         ],
     )
-    return Results(runs=runs, attempts=attempts, points=points, records=records, sources=sources)
+    cut: list[dict[str, Any]] = []
+    gone: list[dict[str, Any]] = []
+    for run_dir in run_dirs or []:
+        here = [r for r in records if r.path.parent.parent.parent == run_dir]
+        ids = {r.run_id for r in here}
+        run_id = ids.pop() if len(ids) == 1 else run_dir.name
+        dropped = dropped_hosts(run_dir)
+        labels = {"simulated": any(r.simulated for r in here), "cpu_engine": any(r.cpu_engine for r in here)}
+        cut += [{**row, **labels} for row in cut_rows(run_dir, run_id, dropped)]
+        gone += dropped_rows(run_id, dropped)
+    return Results(
+        runs=runs,
+        attempts=attempts,
+        points=points,
+        records=records,
+        sources=sources,
+        cut=_frame(cut, CUT_COLUMNS),
+        dropped=_frame(gone, DROPPED_COLUMNS),
+    )
 
 
 def load(paths: Path | str | Iterable[Path | str]) -> Results:

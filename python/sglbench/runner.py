@@ -734,6 +734,8 @@ def _run_locked(
     tree.redact_command_artifact(str(pdd / "artifacts" / ident / "command"))  # its env: no secret kept
     code, message, status = _conclusion(r, interrupts, printer, run_dir, pdd, ident, run_id)
     meta.update(status=status, ended_at=time.time(), runner_status=r.status, rc=r.rc, exit_code=code)
+    # The hosts that dropped out while the others went on: summaries and reports mark them.
+    meta["dropped"] = redact([d.to_dict() for d in events.dropped_hosts(printer.state)])
     _write_or_fail(pdd / "run.json", meta)
     return RunOutcome(run_id, run_dir, code, r.status, r.rc, printer.state, message)
 

@@ -5,7 +5,9 @@ bootstrap 95% interval, the speedup over the autoregressive baseline with its in
 percentiles of the metrics the table shows (``hostlib/result_schema.METRICS``), acceptance length, KV
 tokens and max running requests predicted vs observed, and the outcome (with the flags autotune
 changed, when the capacity policy tuned the command).
-Attempts that produced no points (planned skip, failure) get one row carrying the outcome and cause.
+Attempts that produced no points (planned skip, failure) get one row carrying the outcome and cause;
+an attempt that began and was never recorded (its host dropped out mid-run) gets one row with outcome
+``cut``, never valid, and a host that dropped out is named above the tables.
 
 Baseline: the config with algorithm ``none`` on the same host, TP size, model, prompt set and load
 point (the alphabetically first one when several match; its name is in the ``baseline`` column).
@@ -27,7 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from sglbench import bootstrap, outfiles, tables
+from sglbench import bootstrap, events, outfiles, tables
 from sglbench.hostlib import result_schema
 from sglbench.overhead import campaign_overhead, overhead_lines
 from sglbench.records import RecordError
@@ -201,6 +203,28 @@ def repeat_samples(res: Results) -> dict[tuple[Any, ...], list[bootstrap.RepeatS
     return _samples(res.points, res.request_tokens()) if len(res.points) else {}
 
 
+def _cut_row(cut: dict[str, Any]) -> dict[str, Any]:
+    """The one row of an attempt that began and was never recorded (``Results.cut``)."""
+    where = f" in the {cut['phase']} phase" if isinstance(cut.get("phase"), str) else ""
+    n = int(cut.get("points_committed") or 0)
+    kept = f"; {n} point(s) committed before, kept for the resume" if n else ""
+    return {
+        **{k: cut.get(k) for k in ("run_id", "host", "tp", "config")},
+        "algorithm": None,
+        "model_path": None,
+        "prompt_set": None,
+        "point": None,
+        "concurrency": None,
+        "n_repeats": 0,
+        "outcome": events.CUT,
+        "cause": cut.get("reason"),
+        "note": f"{events.CUT}: {cut.get('reason')}{where}, no record{kept}",
+        "valid": False,
+        "simulated": bool(cut.get("simulated")),
+        "cpu_engine": bool(cut.get("cpu_engine")),
+    }
+
+
 def summary_table(
     res: Results,
     *,
@@ -228,6 +252,7 @@ def summary_table(
         for att in res.attempts.to_dict("records")
         if (att["run_id"], att["host"], att["instance"]) not in with_points
     ]
+    rows += [_cut_row(cut) for cut in res.cut.to_dict("records")]
     table = pd.DataFrame(rows, columns=TABLE_COLUMNS)
     if not len(table):
         return table
@@ -329,7 +354,7 @@ def display_rows(table: pd.DataFrame) -> list[dict[str, str]]:
         if multi_host:
             d["host"] = str(r["host"])
         d["config"] = str(r["config"])
-        d["algorithm"] = str(r["algorithm"])
+        d["algorithm"] = str(r["algorithm"]) if isinstance(r["algorithm"], str) else "-"
         if multi_set:
             d["prompts"] = r["prompt_set"] if isinstance(r["prompt_set"], str) else "-"  # NaN: no points
         d["conc"] = _int(r["concurrency"]) if r["point"] is not None else "-"
@@ -355,6 +380,24 @@ def display_rows(table: pd.DataFrame) -> list[dict[str, str]]:
     return out
 
 
+def host_list(res: Results) -> str:
+    """``simhost-a, simhost-b (dropped out)``: every host, those that dropped out of a run marked."""
+    gone = set(res.dropped["host"])
+    return ", ".join(h + (" (dropped out)" if h in gone else "") for h in res.hosts) or "-"
+
+
+def dropped_lines(res: Results) -> list[str]:
+    """One line per host that dropped out of a run: where, what it recorded, what it cut or never began;
+    the other hosts' results are complete without it."""
+    lines = []
+    for d in res.dropped.to_dict("records"):
+        gone = events.DroppedHost.from_dict(d)
+        if gone is not None:
+            run = f"run {d['run_id']}, " if res.runs["run_id"].nunique() > 1 else ""
+            lines.append(f"{run}{gone.describe()}")
+    return lines
+
+
 def to_markdown(
     table: pd.DataFrame, res: Results, *, fmt: str = "md", first: str = "", last: str = ""
 ) -> str:
@@ -367,8 +410,8 @@ def to_markdown(
     if res.cpu_engine:
         parts.append(f"{emph}{CPU_BANNER}{emph}\n")
     runs = ", ".join(res.runs["run_id"])
-    hosts = ", ".join(sorted(res.attempts["host"].unique())) if len(res.attempts) else "-"
-    parts.append(f"{h1}sglbench summary — run(s) {runs} — host(s) {hosts}\n")
+    parts.append(f"{h1}sglbench summary — run(s) {runs} — host(s) {host_list(res)}\n")
+    parts += [f"{emph}Dropped out: {line}{emph}\n" for line in dropped_lines(res)]
     if first:
         parts.append(first)
     parts.append(
@@ -492,7 +535,8 @@ def _with_deploy(table: pd.DataFrame, res: Results, answers: list[Any], stored: 
 
 
 def exit_code(res: Results) -> int:
-    """0 when every attempt is ok, no expected point is missing and every point is valid, else 1."""
+    """0 when every attempt is ok, no expected point is missing, every point is valid and no host
+    dropped out (no attempt cut), else 1."""
     if not len(res.attempts):
         return 1
     if (res.attempts["outcome"] != "ok").any():
@@ -500,5 +544,7 @@ def exit_code(res: Results) -> int:
     if (res.attempts["points_missing"].fillna(0).astype(int) > 0).any():
         return 1
     if len(res.points) and not res.points["valid"].astype(bool).all():
+        return 1
+    if len(res.cut) or len(res.dropped):  # an attempt cut, or a host that dropped out of the run
         return 1
     return 0

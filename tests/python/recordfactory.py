@@ -418,3 +418,59 @@ def demo_campaign(
         ),
     )
     return root / run_id
+
+
+def cut_attempt(root: Path, run_id: str, host: str, instance: str, *, points: int = 1) -> Path:
+    """An attempt directory as a host that dropped out mid-attempt leaves it: ``points`` point files
+    committed ok (``points/c1-r<N>.json``), no record."""
+    from sglbench.hostlib.result_schema import PointFile
+
+    d = root / run_id / host / instance
+    (d / "points").mkdir(parents=True, exist_ok=True)
+    for r in range(points):
+        doc = PointFile(
+            key=f"c1-r{r}",
+            hash="h" * 64,
+            point={"point": "c1", "concurrency": 1, "repeat": r},
+            outcome="ok",
+            committed_at=1_795_940_030.0 + r,
+            requests_file=f"points/c1-r{r}.requests.jsonl",
+            summary=point(1, r, 10.0),
+        )
+        (d / "points" / f"c1-r{r}.json").write_text(json.dumps(doc.to_dict()))
+    return d
+
+
+def run_meta(root: Path, run_id: str, **fields: Any) -> Path:
+    """``<run>/_runner/run.json`` as ``sglbench run`` writes it (only the fields given, plus the id)."""
+    path = root / run_id / "_runner" / "run.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"run_id": run_id, "status": "incomplete", **fields}))
+    return path
+
+
+def pair_campaign(root: Path, *, drop: bool = False, run_id: str = "run1") -> Path:
+    """One run on two hosts serving the same two configs (``ar``, the baseline, and ``sd``, DFLASH) at
+    concurrency 1 and 4, two repeats; ``gpu-b`` is 1.5x as fast. With ``drop``, ``gpu-b`` dropped out
+    (unreachable) in the benchmark phase of ``sd-tp1``: one point committed, no record, and ``run.json``
+    says so as ``sglbench run`` writes it."""
+    from sglbench.events import DroppedHost
+
+    for host, scale in (("gpu-a", 1.0), ("gpu-b", 1.5)):
+        for config, algorithm, base in (("ar", "none", 10.0), ("sd", "DFLASH", 20.0)):
+            if drop and host == "gpu-b" and config == "sd":
+                cut_attempt(root, run_id, host, "sd-tp1")
+                continue
+            pts = [
+                point(c, r, (base + r) * scale * c, accept=None if config == "ar" else 3.0)
+                for c in (1, 4)
+                for r in range(2)
+            ]
+            write(
+                root,
+                record(run_id=run_id, host=host, config=config, algorithm=algorithm, benchmark=bench(pts)),
+            )
+    if drop:
+        gone = DroppedHost("gpu-b", "ssh: connection reset", "benchmark", "sd-tp1", "sd", 1, ("ar-tp1",))
+        run_meta(root, run_id, hosts={"gpu-a": "gpu-a", "gpu-b": "gpu-b"}, dropped=[gone.to_dict()])
+    return root / run_id

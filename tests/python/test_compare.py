@@ -97,3 +97,35 @@ def test_compare_seed_must_be_non_negative(tmp_path: Path, capsys: pytest.Captur
     assert cli.main(["compare", str(run_a), str(run_a), "--seed", "-1"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["sglbench compare: error: --seed must be an integer from 0 to 2**64-1, got -1"]
+
+
+def test_hosts_are_dropped_from_the_match_only_between_two_single_host_runs() -> None:
+    without = ["tp", "config", "prompt_set", "point"]
+    assert compare.match_keys({"gpu1"}, {"gpu2"}) == without
+    assert compare.match_keys({"gpu1"}, {"gpu1"}) == compare.MATCH_KEYS
+    assert compare.match_keys({"gpu-a", "gpu-b"}, {"gpu-c", "gpu-d"}) == compare.MATCH_KEYS
+    assert compare.match_keys({"gpu-a"}, {"gpu-a", "gpu-b"}) == compare.MATCH_KEYS
+
+
+def test_two_host_runs_compare_per_host_and_a_cut_attempt_is_a_regression(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a_dir = rf.pair_campaign(tmp_path / "a")
+    b_dir = rf.pair_campaign(tmp_path / "b", drop=True)
+    t = compare.compare(results.load(a_dir), results.load(b_dir))
+    ar = t[(t.config == "ar") & (t.concurrency == 1)]
+    assert ar["host"].tolist() == ["gpu-a", "gpu-b"] and ar["tok_s_a"].tolist() == [10.5, 15.75]
+    assert set(ar["status"]) == {"unchanged"}  # each host against itself, never pooled
+    cut = t[(t.host == "gpu-b") & (t.config == "sd")]
+    assert set(cut["status"]) == {"regression: now cut (host unreachable)"} and len(cut) == 2
+    assert set(t[(t.host == "gpu-a") & (t.config == "sd")]["status"]) == {"unchanged"}
+    assert cli.main(["compare", str(a_dir), str(b_dir)]) == 1
+    out = capsys.readouterr().out
+    assert "| status | tp | host | config |" in out
+    assert "| **regression: now cut (host unreachable)** | 1 | gpu-b | sd |" in out
+
+
+def test_one_host_compare_has_no_host_column(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a_dir = _run(tmp_path, "a", [100.0, 100.0], [200.0, 210.0])
+    assert cli.main(["compare", str(a_dir), str(a_dir)]) == 0
+    assert "| status | tp | config |" in capsys.readouterr().out

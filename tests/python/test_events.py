@@ -311,3 +311,131 @@ def test_a_host_lost_mid_attempt_says_during_which_attempt_and_phase() -> None:
         "h unreachable: Failed to connect to the host via ssh: Connection refused "
         f"(during a-tp1, benchmark: task {task!r})"
     )
+
+
+PAIR = FIXTURE.with_name("bench_simpair_drop.json")
+
+
+def test_a_host_dropped_mid_attempt_while_the_other_went_on() -> None:
+    state = events.fold(json.loads(PAIR.read_text()))
+    a, b = state.hosts["simhost-a"], state.hosts["simhost-b"]
+    assert [(x.instance, x.outcome) for x in a.done] == [
+        ("qwen3-8b-ar-tp1", "ok"),
+        ("qwen3-8b-dflash-tp1", "ok"),
+    ]
+    assert a.unreachable is None and b.done == () and b.unreachable_in == "benchmark"
+    (gone,) = events.dropped_hosts(state)
+    assert gone == events.DroppedHost(
+        host="simhost-b",
+        message=b.unreachable or "",
+        phase="benchmark",
+        instance="qwen3-8b-ar-tp1",
+        config="qwen3-8b-ar",
+        tp=1,
+        recorded=(),
+        not_started=("qwen3-8b-dflash-tp1",),
+    )
+    assert gone.message.startswith("Task failed: Failed to create temporary directory")
+    lines = events.attempt_lines(state)
+    assert lines[:2] == [
+        "simhost-a: qwen3-8b-ar-tp1: ok (ready in 12.5 s)",
+        "simhost-a: qwen3-8b-dflash-tp1: ok (ready in 6.7 s)",
+    ]
+    assert lines[2:] == [
+        "simhost-b: qwen3-8b-ar-tp1: cut (host unreachable in the benchmark phase; not recorded, not valid)",
+        "simhost-b: never started (host unreachable): qwen3-8b-dflash-tp1",
+    ]
+    kind = events.failure_kind(state)
+    assert kind is not None and kind.startswith("simhost-b unreachable: ") and "simhost-a" not in kind
+    line_b = events.progress_lines(state)[1]
+    assert line_b.startswith("simhost-b: [1/2] TP1 qwen3-8b-ar-tp1 unreachable") and "UNREACHABLE" in line_b
+
+
+def _drop(at: list[dict]) -> events.Progress:
+    unreachable = _ev("runner_on_unreachable", "h", "stop | Stop", res={"msg": "ssh: connection reset"})
+    stats = {
+        "event": "playbook_on_stats",
+        "created": "2026-11-29T10:09:00+00:00",
+        "event_data": {"dark": {"h": 1}},
+    }
+    return events.fold([*at, unreachable, stats])
+
+
+def _planned(n: int) -> list[dict]:
+    insts = [{"name": f"c{i}-tp1", "config": f"c{i}", "tp": 1} for i in range(n)]
+    return [
+        _ev(
+            "runner_on_ok",
+            "h",
+            "units",
+            role="sglang_units",
+            res={"ansible_facts": {"sglang_units_instances": insts}},
+        ),
+        _ev(
+            "runner_on_ok",
+            "h",
+            "phases",
+            role="sglang_preflight",
+            res={"ansible_facts": {"sglang_preflight_phases": [1]}},
+        ),
+    ]
+
+
+def _state(instance: str, step: str, **extra: object) -> dict:
+    attempt = {"instance": instance, "step": step, "t": {"started_at": 1.0}, **extra}
+    return _ev("runner_on_ok", "h", "cycle", res={"ansible_facts": {cycle.STATE_FACT: attempt}})
+
+
+def test_a_host_dropped_between_attempts_cut_nothing() -> None:
+    state = _drop([*_planned(3), _state("c0-tp1", "bench"), _state("c0-tp1", "recorded", outcome="ok")])
+    (gone,) = events.dropped_hosts(state)
+    assert (gone.phase, gone.instance, gone.recorded, gone.not_started) == (
+        "recorded",
+        None,
+        ("c0-tp1",),
+        ("c1-tp1", "c2-tp1"),
+    )
+    assert "cut" not in " ".join(events.attempt_lines(state))
+
+
+def test_a_host_dropped_before_its_units_has_nothing_planned() -> None:
+    (gone,) = events.dropped_hosts(
+        _drop([_ev("runner_on_ok", "h", "preflight | Check", role="sglang_preflight")])
+    )
+    assert (gone.phase, gone.instance, gone.not_started, gone.message) == (
+        "preflight",
+        None,
+        (),
+        "ssh: connection reset",
+    )
+
+
+def test_a_second_unreachable_event_keeps_the_phase_of_the_first() -> None:
+    evs = [*_planned(1), _state("c0-tp1", "health")]
+    once = events.fold([*evs, _ev("runner_on_unreachable", "h", "x", res={"msg": "gone"})])
+    twice = events.apply_event(once, _ev("runner_on_unreachable", "h", "y", res={"msg": "still gone"}))
+    assert twice.hosts["h"].unreachable_in == "health" and events.dropped_hosts(twice)[0].instance == "c0-tp1"
+
+
+def test_a_host_only_the_stats_call_dark_is_dropped_too() -> None:
+    stats = {
+        "event": "playbook_on_stats",
+        "created": "2026-11-29T10:09:00+00:00",
+        "event_data": {"dark": {"g": 1}},
+    }
+    (gone,) = events.dropped_hosts(events.fold([stats]))
+    assert (gone.host, gone.message, gone.phase) == ("g", "unreachable", None)
+    assert events.dropped_hosts(events.fold(_planned(1))) == []
+
+
+def test_dropped_host_round_trips_and_rejects_what_is_not_one() -> None:
+    gone = events.DroppedHost("h", "gone", "benchmark", "c0-tp1", "c0", 1, ("a-tp1",), ("c1-tp1",))
+    assert events.DroppedHost.from_dict(json.loads(json.dumps(gone.to_dict()))) == gone
+    assert events.DroppedHost.from_dict({"host": "h", "tp": True, "recorded": "x"}) == events.DroppedHost(
+        "h", ""
+    )
+    for junk in (None, [], "h", {"host": ""}, {"host": 3}):
+        assert events.DroppedHost.from_dict(junk) is None
+    text = gone.describe()
+    assert text.startswith("h: unreachable in the benchmark phase of c0-tp1 (cut: not recorded, not valid)")
+    assert "1 attempt(s) recorded, 1 never started (c1-tp1): gone" in text

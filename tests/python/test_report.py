@@ -7,6 +7,7 @@ import html
 import re
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 
 import pytest
 import recordfactory as rf
@@ -203,3 +204,66 @@ def test_the_report_reads_the_deployment_answer_summarize_stored(
     report.render(results.load(run), out)
     assert "STORED at every measured level" in out.read_text()
     assert capsys.readouterr().err == ""
+
+
+def _figures(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """Every figure the report draws, by the title of its first axes (the PNGs are still written)."""
+    drawn: list[Any] = []
+    real = report._png
+
+    def keep(fig: Any) -> bytes:
+        drawn.append(fig)
+        return real(fig)
+
+    monkeypatch.setattr(report, "_png", keep)
+    return {"figs": drawn}
+
+
+def _labels(fig: Any) -> list[str]:
+    return sorted({t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts()})
+
+
+def test_two_hosts_serving_the_same_config_are_two_series_in_every_plot(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen = _figures(monkeypatch)
+    report.render(results.load(rf.pair_campaign(tmp_path)), tmp_path / "r.html")
+    series = ["ar @ gpu-a", "ar @ gpu-b", "sd @ gpu-a", "sd @ gpu-b"]
+    throughput, speedup, latency, *_ = seen["figs"]
+    assert _labels(throughput) == series and _labels(latency) == series
+    assert _labels(speedup) == ["sd @ gpu-a", "sd @ gpu-b"]
+    bars = [b for b in speedup.axes[0].patches]
+    assert len(bars) == 4  # two hosts x two concurrencies, none drawn over another
+    assert len({round(b.get_x(), 6) for b in bars}) == 4
+
+
+def test_one_host_plots_keep_the_config_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen = _figures(monkeypatch)
+    rf.pair_campaign(tmp_path / "both")
+    one = tmp_path / "one"
+    (one / "run1").mkdir(parents=True)
+    (tmp_path / "both" / "run1" / "gpu-a").rename(one / "run1" / "gpu-a")
+    report.render(results.load(one / "run1"), tmp_path / "r.html")
+    assert _labels(seen["figs"][0]) == ["ar", "sd"]
+
+
+def test_by_host_relabels_config_and_baseline_only_with_several_hosts() -> None:
+    import pandas as pd
+
+    t = pd.DataFrame({"host": ["a", "b", "b"], "config": ["x", "x", "y"], "baseline": ["x", "x", None]})
+    got = report.by_host(t, True)
+    assert got["config"].tolist() == ["x @ a", "x @ b", "y @ b"]
+    assert got["baseline"].tolist()[:2] == ["x @ a", "x @ b"] and pd.isna(got["baseline"].iloc[2])
+    assert t["config"].tolist() == ["x", "x", "y"]  # a copy: the summary table keeps its names
+    assert report.by_host(t, False) is t
+
+
+def test_a_dropped_host_is_in_the_overview_findings_and_failures(tmp_path: Path) -> None:
+    out = tmp_path / "r.html"
+    report.render(results.load(rf.pair_campaign(tmp_path, drop=True)), out)
+    text = out.read_text()
+    assert "host(s) gpu-a, gpu-b (dropped out)" in text
+    assert "Dropped out</span>: gpu-b: unreachable in the benchmark phase of sd-tp1" in text
+    row = re.search(r'<tr class="failed"><td class="l"><b>sd-tp1</b> @ gpu-b.*?</tr>', text)
+    assert row is not None and "never recorded: not valid; 1 point(s) committed before" in row.group(0)
+    assert "highest throughput <b>sd</b> on gpu-a at concurrency 4" in text

@@ -288,3 +288,65 @@ def test_two_copies_of_one_run_are_refused(tmp_path: Path) -> None:
     ):
         results.load(tmp_path / "res")
     assert len(results.load(run).attempts) == 4  # one copy alone is fine
+
+
+def test_a_host_that_dropped_out_leaves_a_cut_attempt_and_is_named(tmp_path: Path) -> None:
+    res = results.load(rf.pair_campaign(tmp_path, drop=True))
+    assert res.hosts == ["gpu-a", "gpu-b"]
+    assert sorted(zip(res.attempts["host"], res.attempts["instance"], strict=True)) == [
+        ("gpu-a", "ar-tp1"),
+        ("gpu-a", "sd-tp1"),
+        ("gpu-b", "ar-tp1"),
+    ]
+    assert res.cut.to_dict("records") == [
+        {
+            "run_id": "run1",
+            "host": "gpu-b",
+            "instance": "sd-tp1",
+            "config": "sd",
+            "tp": 1,
+            "phase": "benchmark",
+            "points_committed": 1,
+            "reason": "host unreachable",
+            "simulated": True,
+            "cpu_engine": False,
+        }
+    ]
+    assert not (res.points["host"].eq("gpu-b") & res.points["config"].eq("sd")).any()  # not in the figures
+    (gone,) = res.dropped.to_dict("records")
+    assert (gone["host"], gone["instance"], gone["recorded"], gone["message"]) == (
+        "gpu-b",
+        "sd-tp1",
+        ["ar-tp1"],
+        "ssh: connection reset",
+    )
+
+
+def test_an_attempt_dir_without_record_or_run_json_is_cut_without_a_known_cause(tmp_path: Path) -> None:
+    run = _campaign(tmp_path)
+    rf.cut_attempt(tmp_path, "run1", "gpu1", "big-model-x-tp8", points=2)
+    (run / "gpu1" / "big-model-x-tp8" / "points" / "c1-r1.json").write_text("{damaged")
+    res = results.load(run)
+    assert res.dropped.empty
+    (cut,) = res.cut.to_dict("records")
+    assert (cut["config"], cut["tp"], cut["phase"], cut["points_committed"]) == ("big-model-x", 8, None, 1)
+    assert cut["reason"].startswith("not recorded: the run was killed")
+
+
+def test_a_damaged_run_json_adds_no_dropped_host(tmp_path: Path) -> None:
+    run = rf.pair_campaign(tmp_path, drop=True)
+    (run / "_runner" / "run.json").write_text(json.dumps({"dropped": [{"host": ""}, "x", None]}))
+    res = results.load(run)
+    assert res.dropped.empty and res.cut["reason"].tolist() == [
+        "not recorded: the run was killed, or the attempt is still running"
+    ]
+    (run / "_runner" / "run.json").write_text("{not json")
+    assert results.load(run).dropped.empty
+
+
+def test_a_run_without_drops_has_empty_cut_and_dropped_frames(tmp_path: Path) -> None:
+    res = results.load(_campaign(tmp_path))
+    assert res.cut.empty and res.dropped.empty and res.hosts == ["gpu1", "gpu2"]
+    assert (
+        list(res.cut.columns) == results.CUT_COLUMNS and list(res.dropped.columns) == results.DROPPED_COLUMNS
+    )

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import recordfactory as rf
 
-from sglbench import cli, lock, runner
+from sglbench import cli, lock, results, runner
 
 REPO = Path(__file__).resolve().parents[2]
 INVENTORY = {
@@ -166,6 +166,61 @@ def test_unreachable_host_exits_2(tmp_path: Path) -> None:
     unreachable = _ev("runner_on_unreachable", "gpu2", "Gathering Facts", {"msg": "ssh: connect timed out"})
     o = _run(tmp_path, fake_runner({"ar": "ok"}, extra_events=[unreachable], status="failed", rc=4))
     assert o.exit_code == 2 and "gpu2 unreachable: ssh: connect timed out" in o.message
+
+
+PAIR_EVENTS = REPO / "tests" / "fixtures" / "runner_events" / "bench_simpair_drop.json"
+PAIR_INVENTORY = {
+    "_meta": {"hostvars": {h: {"ansible_host": f"sglbench-{h}"} for h in ("simhost-a", "simhost-b")}},
+    "sglang_gpu": {"hosts": ["simhost-a", "simhost-b"]},
+}
+
+
+def test_two_hosts_each_locked_one_drops_out_the_other_is_recorded(tmp_path: Path) -> None:
+    """The recorded two-host stream (simhost-b killed mid-point) under a fake ansible-runner that writes
+    what the playbook wrote: both hosts locked while it runs, the drop recorded in run.json, exit 2."""
+    held: list[bool] = []
+    locks = tmp_path / "locks"
+
+    def run(**kw: Any) -> FakeResult:
+        root, run_id = Path(kw["extravars"]["sglbench_results_dir"]), kw["extravars"]["run_id"]
+        held.extend(not lock.probe_free(locks / f"sglbench-{h}.lock") for h in ("simhost-a", "simhost-b"))
+        for cfg, algo in (("qwen3-8b-ar", "none"), ("qwen3-8b-dflash", "DFLASH")):
+            bench = rf.bench([rf.point(1, r, 10.0) for r in range(2)])
+            rec = rf.record(run_id=run_id, host="simhost-a", config=cfg, algorithm=algo, benchmark=bench)
+            rf.write(root, rec)
+        rf.cut_attempt(root, run_id, "simhost-b", "qwen3-8b-ar-tp1")
+        for e in json.loads(PAIR_EVENTS.read_text()):
+            kw["event_handler"](e)
+        return FakeResult("failed", 4)
+
+    lines: list[str] = []
+    o = runner.run_campaign(
+        _opts(tmp_path), runner_fn=run, inventory_fn=lambda _o: PAIR_INVENTORY, out=lines.append
+    )
+    assert held == [True, True]
+    assert all(lock.probe_free(f) for f in locks.glob("*.lock")) and len(list(locks.glob("*.lock"))) == 2
+    assert o.exit_code == 2 and o.message.startswith("simhost-b unreachable: Task failed")
+    assert any(x.startswith("simhost-a: [2/2] TP1 qwen3-8b-dflash-tp1 recorded") for x in lines)
+    assert any(x.startswith("simhost-b: [1/2] TP1 qwen3-8b-ar-tp1 unreachable") for x in lines)
+    meta = json.loads((o.run_dir / "_runner" / "run.json").read_text())
+    assert meta["status"] == "incomplete" and meta["exit_code"] == 2  # resumable: nothing done is lost
+    (gone,) = meta["dropped"]
+    assert (gone["host"], gone["phase"], gone["instance"], gone["not_started"]) == (
+        "simhost-b",
+        "benchmark",
+        "qwen3-8b-ar-tp1",
+        ["qwen3-8b-dflash-tp1"],
+    )
+    res = results.load(o.run_dir)
+    assert res.hosts == ["simhost-a", "simhost-b"] and list(res.attempts["host"].unique()) == ["simhost-a"]
+    assert res.cut[["host", "instance", "phase", "points_committed"]].values.tolist() == [
+        ["simhost-b", "qwen3-8b-ar-tp1", "benchmark", 1]
+    ]
+
+
+def test_a_run_without_dropped_hosts_says_so(tmp_path: Path) -> None:
+    o = _run(tmp_path, fake_runner({"ar": "ok"}))
+    assert json.loads((o.run_dir / "_runner" / "run.json").read_text())["dropped"] == []
 
 
 def test_failed_preflight_exits_2(tmp_path: Path) -> None:

@@ -326,3 +326,48 @@ def test_an_attempt_without_points_shows_a_dash_for_its_prompt_set(tmp_path: Pat
     by_config = {r["config"]: r for r in rows}
     assert by_config["ar"]["prompts"] == "chat" and by_config["ar2"]["prompts"] == "code"
     assert by_config["skipped"]["prompts"] == "-"
+
+
+def test_two_hosts_serving_the_same_configs_keep_a_row_and_a_baseline_each(tmp_path: Path) -> None:
+    res = results.load(rf.pair_campaign(tmp_path))
+    t = summarize.summary_table(res)
+    sd = t[(t.config == "sd") & (t.concurrency == 1)]
+    assert sd["host"].tolist() == ["gpu-a", "gpu-b"] and sd["tok_s"].tolist() == [20.5, 30.75]
+    # each host's speedup is over its own baseline: 1.5x faster hosts, the same ratio on both
+    assert sd["speedup"].round(4).tolist() == [round(20.5 / 10.5, 4)] * 2
+    md = summarize.to_markdown(t, res)
+    assert "host(s) gpu-a, gpu-b\n" in md and "| host | config |" in md and "Dropped out" not in md
+    assert summarize.exit_code(res) == 0
+
+
+def test_a_dropped_host_is_named_and_its_cut_attempt_is_not_valid(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = rf.pair_campaign(tmp_path, drop=True)
+    res = results.load(run)
+    t = summarize.summary_table(res)
+    cut = t[t.outcome == "cut"]
+    assert cut[["host", "config", "tp", "valid"]].values.tolist() == [["gpu-b", "sd", 1, False]]
+    assert cut.iloc[0].note == (
+        "cut: host unreachable in the benchmark phase, no record; 1 point(s) committed before, kept for the "
+        "resume"
+    )
+    assert t[t.host == "gpu-a"]["valid"].all()  # the other host's results stand
+    assert cli.main(["summarize", str(run)]) == 1
+    out = capsys.readouterr().out
+    assert "host(s) gpu-a, gpu-b (dropped out)" in out
+    assert (
+        "**Dropped out: gpu-b: unreachable in the benchmark phase of sd-tp1 (cut: not recorded, not valid); "
+        "1 attempt(s) recorded: ssh: connection reset**"
+    ) in out
+    (cut_line,) = [x for x in out.splitlines() if x.startswith("| gpu-b | sd | - | - |")]
+    assert cut_line.endswith("| SIM |")  # its run is simulated, so is the row that says nothing was kept
+    assert cli.main(["summarize", str(run), "--format", "csv"]) == 1
+    assert "gpu-b,1,sd,,," in capsys.readouterr().out
+
+
+def test_one_host_output_has_no_host_column_and_no_drop_notice(tmp_path: Path) -> None:
+    res = results.load(_write_pair(tmp_path, [100.0, 110.0], [200.0, 210.0]))
+    md = summarize.to_markdown(summarize.summary_table(res), res)
+    assert "host(s) gpu1\n" in md and "| config | algorithm |" in md and "| host |" not in md
+    assert "Dropped out" not in md and "cut" not in md
