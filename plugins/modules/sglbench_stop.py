@@ -154,6 +154,7 @@ journal:
     - With I(journal), the journal of that start - C(journal) (full text, one entry per line), C(entries),
       C(invocation_id), C(cause) (null when the start did not fail), C(cause_lines), C(startup) (SGLang
       startup facts), C(ready_logged_at) and C(unit_state) (C(systemctl show) before the stop) - else null.
+    - When the journal cannot be read, C(error) says why; the stop goes on.
   type: dict
   returned: always
 """
@@ -206,23 +207,29 @@ def build_module() -> AnsibleModule:
 
 
 def read_journal(runner, j: dict) -> dict:
-    """The journal of one start, read before the stop ends it (a just-exited server gets ``settle``)."""
+    """The journal of one start, read before the stop ends it (a just-exited server gets ``settle``).
+    What cannot be read is said in ``error``: the stop goes on either way."""
     unit = j["unit"]
     try:
         state = read_unit_state(unit, runner=runner)
     except RuntimeError as err:
-        raise StopError(f"cannot read the state of {unit}: {err}") from None
+        return {"unit": unit, "error": f"cannot read the state of {unit}: {err}"}
     invocation_id = j["invocation_id"] or state.invocation_id
     if not invocation_id:
         return {
-            "invocation_id": None,
+            "unit": unit,
             "unit_state": state.as_dict(),
             "error": f"{unit} has no InvocationID (it was never started since boot); nothing to read",
         }
     try:
         entries = read_start_journal(invocation_id, runner, j["settle"] if state.ended else 0.0)
     except RuntimeError as err:
-        raise StopError(str(err)) from None
+        return {
+            "unit": unit,
+            "invocation_id": invocation_id,
+            "unit_state": state.as_dict(),
+            "error": str(err),
+        }
     entries = redact_entries(entries, j["redact"])
     out = start_journal(entries, j["wait_outcome"], state.result)
     return {**out, "unit": unit, "invocation_id": invocation_id, "unit_state": state.as_dict()}

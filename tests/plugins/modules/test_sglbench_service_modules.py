@@ -298,3 +298,18 @@ def test_stop_journal_of_a_timed_out_start_without_log_evidence_is_a_readiness_t
 
 def test_unit_state_helper_matches_module_view() -> None:
     assert systemd_unit.unit_state_from_props("x", systemd_unit.parse_show(SHOW["died"])).ended
+
+
+def test_a_journal_that_cannot_be_read_is_said_and_the_stop_still_runs(
+    run_module, monkeypatch, tmp_path, no_gpus_held
+) -> None:
+    calls = fake_commands(
+        monkeypatch,
+        {"systemctl show": SHOW["running"], "journalctl --no-pager": (1, "", "Failed to open journal")},
+    )
+    done = run_module(sglbench_stop, stop_args(tmp_path, journal={"unit": "sglang-a.service"}))
+    assert not done.failed and done.result["free"]
+    j = done.result["journal"]
+    assert j["error"] == "journalctl failed for invocation inv1 (rc=1): Failed to open journal"
+    assert j["unit_state"]["active_state"] == "active" and "cause" not in j
+    assert ["systemctl", "stop", "sglang.target"] in calls
