@@ -9,8 +9,8 @@
 # names its container after its own pid). Meanwhile the real-SGLang gate (scripts/real-sglang/tier.sh)
 # sets up or reuses its environment; the real tier runs in the unit lane once the gate has answered.
 #
-# Each lane's whole output goes to build/test/<lane>.log and is printed when the lane ends; the last
-# lines are one line per lane and the total. Exit 0 only when every lane passed and the real tier either
+# Each lane prints its slowest tests (where CI time goes). Its whole output goes to build/test/<lane>.log
+# and is printed when the lane ends; the last lines are one line per lane and the total. Exit 0 only when every lane passed and the real tier either
 # ran or was skipped for a reason its gate printed.
 set -uo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -36,19 +36,19 @@ t0=$SECONDS
 declare -A pid
 for lane in molecule campaigns faults; do
   # shellcheck disable=SC2086  # the selection is words
-  SGLBENCH_REAL_TIER=0 "$PY" -m pytest -p no:cacheprovider ${sel[$lane]} >"$out/$lane.log" 2>&1 &
+  SGLBENCH_REAL_TIER=0 "$PY" -m pytest -p no:cacheprovider --durations=8 ${sel[$lane]} >"$out/$lane.log" 2>&1 &
   pid[$lane]=$!
 done
 # The unit lane: everything without a container; then, once the gate has answered, the contract suite
 # (both sides when the tier runs, else the stand-in against the recording) and the real tier.
 (
-  "$PY" -m pytest -p no:cacheprovider -m "not molecule and not simhost" \
+  "$PY" -m pytest -p no:cacheprovider --durations=8 -m "not molecule and not simhost" \
     --ignore=tests/contract --ignore=tests/real
   rc=$?
   while [[ ! -f "$out/real-tier.rc" ]]; do sleep 1; done
   cat "$out/real-tier.log"
   tier="$(cat "$out/real-tier.txt")"
-  SGLBENCH_REAL_TIER="${tier:-0}" "$PY" -m pytest -p no:cacheprovider tests/contract tests/real || rc=$?
+  SGLBENCH_REAL_TIER="${tier:-0}" "$PY" -m pytest -p no:cacheprovider --durations=8 tests/contract tests/real || rc=$?
   exit "$rc"
 ) >"$out/units.log" 2>&1 &
 pid[units]=$!

@@ -140,12 +140,18 @@ def test_a_connection_cut_mid_point_is_retried_and_the_point_measured_again(sim:
     assert [(p["point"], p["repeat"]) for p in rec["benchmark"]["points"]] == [("c1", 0), ("c1", 1)]
     # the point committed before the cut is untouched
     assert json.loads((c.points(log) / "c1-r0.json").read_text()) == before
-    # the cut point was measured again by a new client, after ending the cut-off one, which is gone
+    # the cut point was measured again by a new client. The cut-off client is gone either way: the
+    # rerun's host guard ended it (and says so), or it had already ended by itself when its SSH session
+    # died (a race the campaign does not control; then there is nothing to end and nothing is claimed).
     redone = json.loads((c.points(log) / "c1-r1.json").read_text())
-    ended = redone["summary"].get("ended_client") or {}
-    assert redone["outcome"] == "ok" and ended.get("pid") == cut_client["pid"], redone["summary"]
-    assert "connection to the controller was lost" in ended["reason"]
-    assert rec["benchmark"]["points"][1]["ended_client"]["pid"] == cut_client["pid"]  # in the record too
+    assert redone["outcome"] == "ok", redone["summary"]
+    ended = redone["summary"].get("ended_client")
+    if ended is not None:
+        assert ended["pid"] == cut_client["pid"], redone["summary"]
+        assert "connection to the controller was lost" in ended["reason"]
+        assert rec["benchmark"]["points"][1]["ended_client"]["pid"] == cut_client["pid"]  # in the record too
+    else:
+        assert not rec["benchmark"]["points"][1].get("ended_client")
     assert not _alive(NAME, cut_client["pid"])
     rows = [json.loads(ln) for ln in (c.points(log) / "c1-r1.requests.jsonl").read_text().splitlines()]
     assert rows and min(r["t0_unix"] for r in rows) > cut_at  # nothing the cut-off client measured
