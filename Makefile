@@ -44,9 +44,9 @@ image: podman-conf
 
 setup: venv image
 
-# Every test in parallel lanes (scripts/test-lanes.sh): units, Molecule, sim host campaigns, fault
-# injection. The real-SGLang tier (tests/real, tests/contract's real side, docs/real-sglang.md) joins the
-# unit lane when scripts/real-sglang/tier.sh says this machine can run it (root, gcc, >= 16 GB free: it
+# Every test in parallel lanes (scripts/test-lanes.sh): units, real, Molecule, sim host campaigns, fault
+# injection. The real lane runs the contract suite and the real-SGLang tier (tests/real, tests/contract's
+# real side, docs/real-sglang.md) when scripts/real-sglang/tier.sh says this machine can run it (root, gcc, >= 16 GB free: it
 # sets the env up meanwhile, ~3 min cold, cached outside the tree); otherwise that script prints one line
 # saying why it is skipped. A failed set-up fails `make test` after the other tests ran.
 test: setup

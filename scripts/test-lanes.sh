@@ -7,7 +7,7 @@
 # the real SGLang's CPU engine, not computing; one pytest session would run them one after another. The
 # lanes below run at once, each on its own containers, results and lock directories (every sim host test
 # names its container after its own pid). Meanwhile the real-SGLang gate (scripts/real-sglang/tier.sh)
-# sets up or reuses its environment; the real tier runs in the unit lane once the gate has answered.
+# sets up or reuses its environment; the real lane (contract suite and real tier) starts once it has answered.
 #
 # Each lane prints its slowest tests (where CI time goes). Its whole output goes to build/test/<lane>.log
 # and is printed when the lane ends; the last lines are one line per lane and the total. Exit 0 only when every lane passed and the real tier either
@@ -27,31 +27,54 @@ declare -A sel=(
   [campaigns]='-m simhost tests/python/test_kill_resume.py tests/python/test_runner.py tests/python/test_ssh_simhost.py tests/python/test_pair_simhost.py'
   [faults]='-m simhost tests/python/test_faults_simhost.py tests/python/test_secrets_simhost.py tests/python/test_search_simhost.py'
 )
-order=(units molecule campaigns faults)
+order=(units real molecule campaigns faults)
 
 t0=$SECONDS
 # The gate: `1` in real-tier.txt when the tier runs; its one line (why not, or how long) in real-tier.log.
 (scripts/real-sglang/tier.sh >"$out/real-tier.txt" 2>"$out/real-tier.log"; echo $? >"$out/real-tier.rc") &
 
+# Each lane runs in a subshell that ends by writing its CPU seconds (user + system of the lane's own process
+# tree; the containers' processes are not in it) to build/test/<lane>.cpu.
+# (`times`, not `$(times)`: a command substitution's subshell has no children of its own.)
+cpu_of_children() {
+  times >"$1.times"
+  tail -n 1 "$1.times" | awk '{ for (i = 1; i <= 2; i++) { split($i, t, /[ms]/); s += t[1] * 60 + t[2] } }
+    END { printf "%.0f\n", s }' >"$1"
+  rm -f "$1.times"
+}
+
 declare -A pid
 for lane in molecule campaigns faults; do
-  # shellcheck disable=SC2086  # the selection is words
-  SGLBENCH_REAL_TIER=0 "$PY" -m pytest -p no:cacheprovider --durations=8 ${sel[$lane]} >"$out/$lane.log" 2>&1 &
+  (
+    # shellcheck disable=SC2086  # the selection is words
+    SGLBENCH_REAL_TIER=0 "$PY" -m pytest -p no:cacheprovider --durations=8 ${sel[$lane]}
+    rc=$?
+    cpu_of_children "$out/$lane.cpu"
+    exit "$rc"
+  ) >"$out/$lane.log" 2>&1 &
   pid[$lane]=$!
 done
-# The unit lane: everything without a container; then, once the gate has answered, the contract suite
-# (both sides when the tier runs, else the stand-in against the recording) and the real tier.
+# The unit lane: everything without a container.
 (
   "$PY" -m pytest -p no:cacheprovider --durations=8 -m "not molecule and not simhost" \
     --ignore=tests/contract --ignore=tests/real
   rc=$?
-  while [[ ! -f "$out/real-tier.rc" ]]; do sleep 1; done
-  cat "$out/real-tier.log"
-  tier="$(cat "$out/real-tier.txt")"
-  SGLBENCH_REAL_TIER="${tier:-0}" "$PY" -m pytest -p no:cacheprovider --durations=8 tests/contract tests/real || rc=$?
+  cpu_of_children "$out/units.cpu"
   exit "$rc"
 ) >"$out/units.log" 2>&1 &
 pid[units]=$!
+# The real lane, once the gate has answered: the contract suite (both sides when the tier runs, else the
+# stand-in against the recording) and the real tier.
+(
+  while [[ ! -f "$out/real-tier.rc" ]]; do sleep 1; done
+  cat "$out/real-tier.log"
+  tier="$(cat "$out/real-tier.txt")"
+  SGLBENCH_REAL_TIER="${tier:-0}" "$PY" -m pytest -p no:cacheprovider --durations=8 tests/contract tests/real
+  rc=$?
+  cpu_of_children "$out/real.cpu"
+  exit "$rc"
+) >"$out/real.log" 2>&1 &
+pid[real]=$!
 
 declare -A rc secs
 left=${#order[@]}
@@ -76,7 +99,8 @@ status=0
 for lane in "${order[@]}"; do
   closing="$(grep -E '^=+ .*(passed|failed|error|skipped|deselected|no tests ran).* =+$' "$out/$lane.log" \
     | sed -E 's/^=+ (.*) =+$/\1/' | paste -sd ';' -)"
-  echo "lane $lane (${secs[$lane]} s, exit ${rc[$lane]}): ${closing:-no pytest summary, see build/test/$lane.log}"
+  cpu="$(cat "$out/$lane.cpu" 2>/dev/null || echo '?')"
+  echo "lane $lane (${secs[$lane]} s, ${cpu} CPU-s, exit ${rc[$lane]}): ${closing:-no pytest summary, see build/test/$lane.log}"
   ((rc[$lane] == 0)) || status=1
 done
 gate_rc="$(cat "$out/real-tier.rc" 2>/dev/null || echo 1)"

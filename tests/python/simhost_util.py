@@ -120,31 +120,74 @@ def bench_clients(name: str) -> list[str]:
 
 class Sampler:
     """Samples every process's argv on the controller and the sim host while a run goes on, and keeps
-    every line holding ``needle``; also counts samples that saw an SGLang server (proof it ran)."""
+    every line holding ``needle``; also counts samples that saw an SGLang server (proof it ran).
 
-    def __init__(self, name: str, needle: str) -> None:
-        self.name, self.needle = name, needle
+    The host side is one long-lived ``ps`` loop inside the container (one ``podman exec`` streaming a
+    sample every ``interval`` s, started again when it ends: the container may be killed and restarted
+    mid-run), not one exec per sample: an exec costs ~0.1 CPU-s, which over a whole fault table took
+    a sizeable share of a two-core machine from the campaigns under test."""
+
+    MARK = "--sglbench-sample--"
+    STOP = "/run/sglbench-sampler.stop"  # the host loop ends when it appears
+
+    def __init__(self, name: str, needle: str, interval: float = 0.3) -> None:
+        self.name, self.needle, self.interval = name, needle, interval
         self.hits: list[str] = []
         self.server_seen = 0
         self._stop = threading.Event()
-        self._t = threading.Thread(target=self._loop, daemon=True)
+        self._proc: subprocess.Popen[str] | None = None
+        self._threads = [
+            threading.Thread(target=self._host_loop, daemon=True),
+            threading.Thread(target=self._controller_loop, daemon=True),
+        ]
 
-    def _loop(self) -> None:
+    def _host_loop(self) -> None:
+        script = (
+            f"rm -f {self.STOP}; while [ ! -e {self.STOP} ]; do ps -eww -o pid=,args=; echo {self.MARK}; "
+            f"sleep {self.interval}; done; rm -f {self.STOP}"
+        )
         while not self._stop.is_set():
-            ps_host = host(self.name, "ps", "-eww", "-o", "pid=,args=").stdout
+            self._proc = subprocess.Popen(
+                ["podman", "exec", self.name, "sh", "-c", script],
+                env=env(self.name),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                text=True,
+            )
+            assert self._proc.stdout is not None
+            seen = False
+            for line in self._proc.stdout:
+                if line.startswith(self.MARK):
+                    self.server_seen += seen
+                    seen = False
+                    continue
+                seen = seen or "sglang.launch_server" in line
+                if self.needle in line:
+                    self.hits.append(f"host: {line.rstrip()}")
+            self._proc.wait()
+            self._stop.wait(self.interval)  # the container is down (or restarting): try again
+
+    def _controller_loop(self) -> None:
+        while not self._stop.is_set():
             ps_ctl = subprocess.run(["ps", "-eww", "-o", "pid=,args="], capture_output=True, text=True).stdout
-            self.server_seen += "sglang.launch_server" in ps_host
-            self.hits += [f"host: {ln}" for ln in ps_host.splitlines() if self.needle in ln]
             self.hits += [f"controller: {ln}" for ln in ps_ctl.splitlines() if self.needle in ln]
-            self._stop.wait(0.3)
+            self._stop.wait(self.interval)
 
     def __enter__(self) -> Sampler:
-        self._t.start()
+        for t in self._threads:
+            t.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
-        self._t.join(30)
+        if self._proc is not None and self._proc.poll() is None:
+            host(self.name, "touch", self.STOP, timeout=30)
+            try:
+                self._proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+        for t in self._threads:
+            t.join(30)
 
 
 def grep_host(name: str, key: str) -> list[str]:
