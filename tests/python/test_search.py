@@ -357,6 +357,63 @@ def test_a_search_killed_while_locating_the_crossover_measures_nothing_twice(tmp
     assert not set(first) & set(second) and again.doc == whole.doc
 
 
+def test_on_the_stand_ins_model_the_two_searches_find_its_limits_and_crossover(tmp_path: Path) -> None:
+    """The sim host acceptance scenario (tests/python/test_search_simhost.py) in virtual time: every point
+    is the stand-in's model (sglbench.sim.truth, no noise), the decisions are the search's."""
+    import test_search_simhost as sim
+
+    from sglbench.hostlib import metrics
+    from sglbench.sim import truth
+
+    models = Path(__file__).resolve().parents[1] / "fixtures" / "models"
+    spec = search_spec(sim.BENCH)
+    window = sim.BENCH["duration_s"] / sim.SCALE
+
+    def model(i: int) -> truth.ServerModel:
+        cfg = sim.MATRIX[i]
+        flt = {"python": "python3", "port_base": 30000, "gpu_ids": [0]}
+        argv = _instances(cfg, flt)[0]["argv"][3:]
+        return truth.server_model([a.replace("/models/", f"{models}/") for a in argv], sim.UNIT_ENV)
+
+    def run(name: str, m: truth.ServerModel, baseline: Path | None = None) -> dict[str, Any]:
+        d = tmp_path / name
+        cap = search.Capacity(m.max_running, m.max_total_tokens, "plan")
+        while True:
+            dec = search.decide(str(d), spec, cap, IDENTITY, str(baseline) if baseline else None)
+            if dec.done:
+                (d / "record.json").write_text(json.dumps({"outcome": "ok"}))
+                return dec.doc
+            p = dec.point
+            assert p is not None
+            load = truth.Workload((sim.PROMPT,), sim.OUTPUT, window, seed=p["repeat"])
+            rows = truth.simulate(m, load, concurrency=p["concurrency"])
+            summary = {**metrics.summarize_point(rows), "valid": True, "client": {"wall_s": 2.0}}
+            resume.commit_point(str(d), p, outcome="ok", summary=summary, records=rows)
+
+    ar, df = model(0), model(1)
+    a = run("qwen27b-ar-tp1", ar)
+    d = run("qwen27b-dflash-tp1", df, tmp_path / "qwen27b-ar-tp1")
+    assert (a["verdict"], a["limit"], a["step"]) == ("limit_found", 22, 1) and len(a["levels"]) == 8
+    assert (d["verdict"], d["limit"], d["bound_by"]) == ("plan_limited", 20, "max_running_requests")
+    assert [lv["level"] for lv in d["levels"]] == [4, 8, 16, 20, 18, 19]  # then the crossover's levels
+    x = d["crossover"]
+    assert (x["status"], x["between"], x["step"], x["stopped"]) == ("crosses", [18, 19], 1, "resolved")
+    true = truth.crossover(df, ar, truth.Workload((sim.PROMPT,), sim.OUTPUT, window), levels=[18, 19])
+    assert true["speedup"][18] > 1 > true["speedup"][19]  # the model crosses between the same two levels
+
+
+def _instances(cfg: dict[str, Any], settings: dict[str, Any]) -> list[dict[str, Any]]:
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[2] / "plugins" / "filter" / "sglbench.py"
+    mod_spec = importlib.util.spec_from_file_location("sglbench_filter_for_search", path)
+    assert mod_spec and mod_spec.loader
+    mod = importlib.util.module_from_spec(mod_spec)
+    mod_spec.loader.exec_module(mod)
+    out: list[dict[str, Any]] = mod.instances([cfg], settings)
+    return out
+
+
 # -- resumable, never measured twice ---------------------------------------------------------------
 def test_a_killed_search_continues_where_it_stopped_and_measures_nothing_twice(tmp_path: Path) -> None:
     whole = tmp_path / "whole"
