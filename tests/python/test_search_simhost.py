@@ -53,16 +53,17 @@ AR, DFLASH = "qwen27b-ar", "qwen27b-dflash"
 SCALE = 1.0
 PROMPT, OUTPUT = 192, 64
 # A short-request service (192-token prompts, 64-token answers, 4k context) on inventory/sim's two 27B TP1
-# configs, overridden the way a user would (-e sglbench_matrix): with inventory/sim's 32k context and
-# extra_buffer Mamba cache the DFlash server holds 4 requests (the 16 intermediate Mamba states per request
-# that verifying a 16-token block needs, 1.2 GiB each request in bf16), far below where its verify steps
-# (requests x 16 tokens) go compute bound and the baseline catches up. With the radix cache off (no prefix
-# is shared here, and a hybrid model then needs 1 Mamba slot per request instead of 5), bf16 SSM state and
-# 0.85 of the memory it holds 20 (the plan: 23.4 GiB of intermediate states, 70,789 KV tokens); the
-# baseline holds 32 (its Mamba slots, 96 // 3). Acceptance: DFlash's 6.5 tokens per verify step is a
-# math-like figure; at a chat-like 3.5 (SGLBENCH_SIM_ACCEPT_LENGTH) its speedup (2.3x at concurrency 4)
-# falls through 1 between 18 and 19 in the model, inside both servers' slots. At 6.5 it would cross near 39,
-# beyond the 27 requests any DFlash block-16 launch of this model holds on one GPU.
+# configs, overridden the way a user would (-e sglbench_matrix). inventory/sim's DFlash launch (32k context,
+# extra_buffer Mamba cache, 0.75 of the memory) holds 4 requests: verifying a 16-token block keeps 16
+# intermediate Mamba states per request (1.2 GiB a request in bf16), so it stops far below where its verify
+# steps (requests x 16 tokens) go compute bound and the baseline catches up. With the radix cache off (no
+# prefix is shared here, and a hybrid model then needs 1 Mamba slot per request instead of 5), bf16 SSM
+# state and 0.85 of the memory it holds 20 (the plan: 23.4 GiB of intermediate states, 70,789 KV tokens);
+# the baseline holds 32 (its Mamba slots, 96 // 3). Acceptance: DFlash's 6.5 tokens per verify step is a
+# math-like figure; at a chat-like 3.5 (SGLBENCH_SIM_ACCEPT_LENGTH) its speedup (2.4x at concurrency 4)
+# falls through 1 between 18 and 19 in the model, inside both servers' slots. At 6.5 it would cross near
+# 39, beyond the ~27 requests a block-16 DFlash launch of this model holds on one 96 GB GPU (at 0.9 of the
+# memory; above that its KV pool runs out).
 MATRIX = [
     {
         "name": AR,
