@@ -21,6 +21,10 @@ The search, per mode (closed loop: concurrency; open loop: Poisson request rate)
    midpoints for rates) until they are ``resolution`` apart (``limit_found``).
 3. **Budgets**: at most ``max_levels`` levels and ``time_budget_s`` seconds of measurement; when one runs
    out the search stops and says which, with the bracket it reached (``step``).
+4. **Crossover** (a speculative config, given its baseline's attempt directory; ``crossover``, default on):
+   within the same budgets, the levels that locate where its speedup over the baseline falls to 1 by the
+   break-even map's rule: the baseline's levels around it first, then midpoints down to ``resolution``
+   (:meth:`_Search.refine`). They never move the SLO limit.
 
 A level passes only when its confidence interval says so: for an objective "metric quantile <= limit"
 the **upper** bound of the 95 % interval of that quantile must be at or below the limit; for the goodput
