@@ -50,6 +50,7 @@ class ActionModule(ActionBase):
             "stamp",
             "capacity",
             "since",
+            "baseline_dir",
         )
     )
 
@@ -74,7 +75,7 @@ class ActionModule(ActionBase):
             if op == "next":
                 if spec is None:
                     raise AnsibleActionFail("sglbench_points op=next needs load with search.enabled: true")
-                d = search.decide(directory, spec, _capacity(a), identity_hash)
+                d = search.decide(directory, spec, _capacity(a), identity_hash, _baseline_dir(a))
                 return {
                     **result,
                     "changed": False,
@@ -101,7 +102,7 @@ class ActionModule(ActionBase):
                 return {**result, "changed": True, "point": doc}
             points, search_doc = a.get("points") or [], None
             if spec is not None:  # the points the search visited, and its verdict for the record
-                d = search.decide(directory, spec, _capacity(a), identity_hash)
+                d = search.decide(directory, spec, _capacity(a), identity_hash, _baseline_dir(a))
                 points, search_doc = d.expected, d.doc
             bench = resume.assemble_benchmark(
                 directory,
@@ -170,3 +171,10 @@ def _float_or_none(value: Any) -> float | None:
 def _capacity(args: Any) -> search.Capacity:
     """What the server holds, as bench.yml passes it (the probe's figures, else the plan's)."""
     return search.Capacity.from_args(args.get("capacity"))
+
+
+def _baseline_dir(args: Any) -> str | None:
+    """The attempt directory of the config's baseline in this run (bench.yml passes it for a speculative
+    config whose run has one), whose levels the search locates the crossover against."""
+    value = args.get("baseline_dir")
+    return str(value) if value else None

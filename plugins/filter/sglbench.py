@@ -472,6 +472,30 @@ def instances(matrix: list[dict[str, Any]], settings: dict[str, Any]) -> list[di
     return out
 
 
+def baseline_instance(
+    instances: list[dict[str, Any]], instance: dict[str, Any], configs: Any = None
+) -> str | None:
+    """The name (``<config>-tp<N>``) of the instance a speculative ``instance`` is compared with: the
+    alphabetically first ``algorithm: none`` config of the run (``configs``: the selected config names, empty
+    = all) on the same model and TP size, as the break-even map picks it (docs/deploy.md). None for a
+    baseline itself, or when the run has none."""
+    if str(instance.get("algorithm") or sglang_facts.NO_SPEC).lower() in (sglang_facts.NO_SPEC.lower(), ""):
+        return None
+    chosen = set(configs) if isinstance(configs, list) and configs else None
+    candidates = sorted(
+        (
+            i
+            for i in instances
+            if str(i.get("algorithm") or sglang_facts.NO_SPEC).lower() in (sglang_facts.NO_SPEC.lower(), "")
+            and i.get("tp") == instance.get("tp")
+            and i.get("model_path") == instance.get("model_path")
+            and (chosen is None or i.get("config") in chosen)
+        ),
+        key=lambda i: str(i.get("config")),
+    )
+    return str(candidates[0]["name"]) if candidates else None
+
+
 def configs_errors(configs: Any, matrix: Any, tp: Any = "all") -> list[str]:
     """``--configs`` / ``sglang_cycle_configs`` naming configs the matrix lacks (or that will not run)."""
     if not configs:
@@ -521,6 +545,7 @@ class FilterModule:
             "sglbench_tp_errors": tp_errors,
             "sglbench_tp_phases": tp_phases,
             "sglbench_instances": instances,
+            "sglbench_baseline_instance": baseline_instance,
             "sglbench_launch_argv": launch_argv,
             "sglbench_systemd_exec": systemd_exec,
             "sglbench_systemd_quote": systemd_quote,

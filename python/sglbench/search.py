@@ -21,6 +21,10 @@ The search, per mode (closed loop: concurrency; open loop: Poisson request rate)
    midpoints for rates) until they are ``resolution`` apart (``limit_found``).
 3. **Budgets**: at most ``max_levels`` levels and ``time_budget_s`` seconds of measurement; when one runs
    out the search stops and says which, with the bracket it reached (``step``).
+4. **Crossover** (a speculative config, given its baseline's attempt directory; ``crossover``, default on):
+   within the same budgets, the levels that locate where its speedup over the baseline falls to 1 by the
+   break-even map's rule: the baseline's levels around it first, then midpoints down to ``resolution``
+   (:meth:`_Search.refine`). They never move the SLO limit.
 
 A level passes only when its confidence interval says so: for an objective "metric quantile <= limit"
 the **upper** bound of the 95 % interval of that quantile must be at or below the limit; for the goodput
@@ -65,6 +69,7 @@ DEFAULTS: dict[str, Any] = {
     "max_levels": 8,
     "time_budget_s": 0,  # 0 = no time budget
     "resolution": 0,  # 0 = 1 (concurrency) or 0.1, i.e. 10 % (rate)
+    "crossover": True,  # a speculative config: locate its crossover against the baseline's levels too
 }
 
 
@@ -108,6 +113,7 @@ class SearchSpec:
     max_levels: int
     time_budget_s: float
     resolution: float
+    crossover: bool  # after the SLO search, refine the crossover against a baseline's levels (when given)
     repeats: int
     seed: int
     cap: int | None  # rate mode: the in-flight cap (``concurrency: [N]``), else None
@@ -199,8 +205,9 @@ def parse_spec(load: Mapping[str, Any]) -> SearchSpec | None:
     if unknown:
         raise SearchError(f"{_where(unknown[0])} is not a search setting: use {', '.join(DEFAULTS)}")
     s = {**DEFAULTS, **{k: v for k, v in raw.items() if v is not None}}
-    if not isinstance(s["enabled"], bool):
-        raise SearchError(f"{_where('enabled')} must be true or false, got {s['enabled']!r}")
+    for flag in ("enabled", "crossover"):
+        if not isinstance(s[flag], bool):
+            raise SearchError(f"{_where(flag)} must be true or false, got {s[flag]!r}")
     if not s["enabled"]:
         return None
     if s["mode"] not in MODES:
@@ -241,6 +248,7 @@ def parse_spec(load: Mapping[str, Any]) -> SearchSpec | None:
         max_levels=max_levels,
         time_budget_s=_number(s["time_budget_s"], _where("time_budget_s")),
         resolution=resolution,
+        crossover=bool(s["crossover"]),
         repeats=repeats,
         seed=int(load.get("seed") or 0),
         cap=(conc[0] if conc else None) if rate else None,
@@ -507,6 +515,107 @@ class Attempt:
         write_atomic(os.path.join(self.dir, STATE_FILE), json.dumps(doc, indent=1, default=str) + "\n")
 
 
+def _level_of(doc: Mapping[str, Any], spec: SearchSpec) -> float | None:
+    """The load level of a committed point file in this search's mode (None: another mode or cap)."""
+    point = doc.get("point") if isinstance(doc.get("point"), Mapping) else {}
+    try:
+        conc = int(point["concurrency"]) if point.get("concurrency") is not None else None
+        rate = float(point["request_rate"]) if point.get("request_rate") is not None else None
+    except (TypeError, ValueError):
+        return None
+    if spec.rate:
+        return rate if rate is not None and conc == spec.cap and rate > 0 else None
+    return float(conc) if rate is None and conc is not None and conc > 0 else None
+
+
+def tok_s_of(docs: Iterable[Mapping[str, Any]]) -> float | None:
+    """Mean output tok/s over the points of one level at real-world speed (the stand-in's time scale
+    undone), as the summary table's throughput column; None when no point says."""
+    vals = []
+    for d in docs:
+        summary = d.get("summary") if isinstance(d.get("summary"), Mapping) else {}
+        v = summary.get("output_throughput_tok_s")
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0:
+            vals.append(float(v) * _time_scale(d))
+    return sum(vals) / len(vals) if vals else None
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """The levels the baseline config (``algorithm: none``, same host, TP, model and workload) measured in
+    this run, with their mean output tok/s: what a speculative config's search compares itself with to
+    locate its crossover. Read from the baseline's attempt directory once its attempt has ended ``ok``."""
+
+    name: str
+    tok_s: dict[float, float]  # level -> mean output tok/s (real-world)
+
+    @classmethod
+    def from_attempt(cls, attempt_dir: str | None, spec: SearchSpec) -> Baseline | None:
+        """None when there is no such directory, its record is missing or not ``ok``, or no level is done."""
+        if not attempt_dir:
+            return None
+        record = _read_json(os.path.join(attempt_dir, "record.json"))
+        if not isinstance(record, Mapping) or record.get("outcome") != "ok":
+            return None
+        pdir = os.path.join(attempt_dir, resume.POINTS_DIR)
+        per: dict[float, list[Mapping[str, Any]]] = {}
+        for name in sorted(os.listdir(pdir)) if os.path.isdir(pdir) else []:
+            if not name.endswith(".json") or name.startswith("."):
+                continue
+            doc = _read_json(os.path.join(pdir, name))
+            if not isinstance(doc, Mapping) or doc.get("outcome") != "ok":
+                continue
+            level = _level_of(doc, spec)
+            if level is not None:
+                per.setdefault(level, []).append(doc)
+        tok_s = {lv: v for lv, docs in per.items() if (v := tok_s_of(docs)) is not None}
+        if not tok_s:
+            return None
+        return cls(os.path.basename(os.path.normpath(attempt_dir)), dict(sorted(tok_s.items())))
+
+
+def log_interpolate(curve: Mapping[float, float], x: float) -> float | None:
+    """``curve`` at ``x``: its value there, else linear in log load between its two neighbouring levels
+    (the break-even map's rule, ``sglbench.deploy.breakeven``); None outside its range."""
+    if x in curve:
+        return curve[x]
+    below = [k for k in curve if k < x]
+    above = [k for k in curve if k > x]
+    if not below or not above:
+        return None
+    a, b = max(below), min(above)
+    w = (math.log(x) - math.log(a)) / (math.log(b) - math.log(a))
+    return (1 - w) * curve[a] + w * curve[b]
+
+
+def crossover_bracket(
+    own: Mapping[float, float], base: Mapping[float, float]
+) -> tuple[str, float | None, float | None, dict[float, float]]:
+    """Where the speedup (own / base tok/s) falls to 1, by the break-even map's rule: over every level either
+    side measured inside the range both measured (the other side interpolated in log load), the last level
+    of the leading run above 1 and the next one. Returns (status, low, high, speedup per level); status is
+    ``crosses``, ``faster throughout``, ``not faster at the lowest level`` or ``no common levels``."""
+    if not own or not base:
+        return "no common levels", None, None, {}
+    lo_r, hi_r = max(min(own), min(base)), min(max(own), max(base))
+    speedup: dict[float, float] = {}
+    for x in sorted({*own, *base}):
+        if lo_r <= x <= hi_r:
+            n, d = log_interpolate(own, x), log_interpolate(base, x)
+            if n is not None and d:
+                speedup[x] = n / d
+    if not speedup:
+        return "no common levels", None, None, {}
+    prev = None
+    for x, s in speedup.items():
+        if not s > 1.0:
+            if prev is None:
+                return "not faster at the lowest level", None, x, speedup
+            return "crosses", prev, x, speedup
+        prev = x
+    return "faster throughout", prev, None, speedup
+
+
 # -- the search itself ----------------------------------------------------------------------------------
 def _round_rate(x: float) -> float:
     """A rate with three significant digits (tidy point labels: r2.5, r12.3)."""
@@ -527,8 +636,12 @@ class Decision:
 
 
 class _Search:
-    def __init__(self, spec: SearchSpec, capacity: Capacity, identity_hash: str) -> None:
+    def __init__(
+        self, spec: SearchSpec, capacity: Capacity, identity_hash: str, baseline: Baseline | None = None
+    ) -> None:
         self.spec = spec
+        self.baseline = baseline if spec.crossover else None
+        self.crossover: dict[str, Any] | None = None
         self.capacity = capacity
         self.identity = identity_hash
         self.levels: list[dict[str, Any]] = []
@@ -625,8 +738,17 @@ class _Search:
                 return Decision(False, todo, list(self.expected), self.document(None, None, level))
             self.expected.extend(pts)
             label = str(pts[0]["point"])
-            result = attempt.judge(label, [d for d in docs if d is not None])
-            self.levels.append({"level": level if spec.rate else int(level), "point": label, **result})
+            done = [d for d in docs if d is not None]
+            result = attempt.judge(label, done)
+            self.levels.append(
+                {
+                    "level": level if spec.rate else int(level),
+                    "point": label,
+                    "role": "slo",
+                    **result,
+                    "tok_s": tok_s_of(done),
+                }
+            )
             self.time_spent += float(result.get("wall_s") or 0.0)
             if len(self.levels) == 1:
                 self.tokens_per_request = result.get("tokens_per_request")
@@ -638,7 +760,87 @@ class _Search:
             level, verdict = self.step_after(level)
         if verdict is None:
             verdict = self._final_verdict()
+        if self.baseline is not None:
+            want = self.refine(attempt)
+            if want is not None:
+                return Decision(False, want[0], list(self.expected), self.document(None, exhausted, want[1]))
         return Decision(True, None, list(self.expected), self.document(verdict, exhausted, None))
+
+    # the crossover ------------------------------------------------------------------------------------
+    def refine(self, attempt: Attempt) -> tuple[dict[str, Any], float] | None:
+        """After the SLO search, the levels that locate the crossover against the baseline: the baseline's
+        own levels first (compared where both measured), then midpoints (the baseline interpolated), until
+        the levels around the crossover are ``resolution`` apart or the budget of levels is spent. Sets
+        ``self.crossover``; returns the next point to measure and its level, or None when done. These levels
+        never move the SLO limit: they are judged and listed (``role: crossover``), not bisected on."""
+        assert self.baseline is not None
+        refined: list[float | int] = []
+        while True:
+            own = {float(lv["level"]): lv["tok_s"] for lv in self.levels if lv.get("tok_s")}
+            status, lo, hi, speedup = crossover_bracket(own, self.baseline.tok_s)
+            level = self._refine_next(status, lo, hi, own)
+            stop = self._refine_stop(status, lo, hi) if level is None else self.budget_left()
+            self.crossover = {
+                "baseline": self.baseline.name,
+                "status": status,
+                "between": [self._num(lo), self._num(hi)],
+                "step": self._num(hi - lo) if lo is not None and hi is not None else None,
+                "speedup": {f"{self._num(x)}": round(v, 4) for x, v in speedup.items()},
+                "levels": list(refined),
+                "stopped": stop,
+            }
+            if level is None or stop:
+                return None
+            pts = self.points(level)
+            docs = [attempt.done_doc(p) for p in pts]
+            self.expected.extend(pts)
+            if not all(docs):
+                self.crossover["stopped"] = None
+                return next(p for p, d in zip(pts, docs, strict=True) if d is None), level
+            done = [d for d in docs if d is not None]
+            label = str(pts[0]["point"])
+            result = attempt.judge(label, done)
+            entry = {"level": self._num(level), "point": label, "role": "crossover", **result}
+            self.levels.append({**entry, "tok_s": tok_s_of(done)})
+            self.time_spent += float(result.get("wall_s") or 0.0)
+            refined.append(self._num(level))
+
+    def _refine_next(
+        self, status: str, lo: float | None, hi: float | None, own: Mapping[float, float]
+    ) -> float | None:
+        """The next level to measure for the crossover, or None."""
+        assert self.baseline is not None
+        base = self.baseline.tok_s
+
+        def holds(x: float) -> bool:
+            return self.bound is None or x <= self.bound
+
+        if status == "faster throughout":  # can it go where the baseline went, within what it holds?
+            beyond = [x for x in base if x > max(own) and holds(x)]
+            return max(beyond) if beyond else None
+        if status != "crosses" or lo is None or hi is None:
+            return None
+        # the baseline's levels inside the bracket (its ends included) first: compared where both measured
+        inside = [x for x in base if lo <= x <= hi and x not in own and holds(x)]
+        if inside:
+            mid = math.sqrt(lo * hi)
+            return min(inside, key=lambda x: (abs(math.log(x / mid)), x))
+        if self.converged(lo, hi):
+            return None
+        m = self.mid(lo, hi)
+        return m if lo < m < hi and m not in own else None
+
+    def _refine_stop(self, status: str, lo: float | None, hi: float | None) -> str:
+        if status != "crosses":
+            return status
+        if lo is not None and hi is not None and self.converged(lo, hi):
+            return "resolved"
+        return "no level between"
+
+    def _num(self, x: float | None) -> float | int | None:
+        if x is None:
+            return None
+        return x if self.spec.rate else int(x)
 
     def _final_verdict(self) -> str:
         """The verdict when a budget stopped the search before its own end."""
@@ -696,14 +898,24 @@ class _Search:
                 "exhausted": exhausted,
             },
             "settings": dict(spec.settings),
+            "crossover": self.crossover,
             "levels": self.levels,
         }
 
 
-def decide(attempt_dir: str, spec: SearchSpec, capacity: Capacity, identity_hash: str) -> Decision:
-    """Replay the search over the committed points of ``attempt_dir``: the next point to measure, or done."""
+def decide(
+    attempt_dir: str,
+    spec: SearchSpec,
+    capacity: Capacity,
+    identity_hash: str,
+    baseline_dir: str | None = None,
+) -> Decision:
+    """Replay the search over the committed points of ``attempt_dir``: the next point to measure, or done.
+    ``baseline_dir``: the attempt directory of this config's baseline in the run (a speculative config;
+    see :class:`Baseline`), whose levels the search then also locates the crossover against."""
     attempt = Attempt(attempt_dir, spec)
-    decision = _Search(spec, capacity, identity_hash).run(attempt)
+    baseline = Baseline.from_attempt(baseline_dir, spec) if spec.crossover else None
+    decision = _Search(spec, capacity, identity_hash, baseline).run(attempt)
     if attempt.used:
         attempt.save()
     return decision

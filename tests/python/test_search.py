@@ -66,6 +66,8 @@ def _drive(
     stop_after: int | None = None,
     measured: list[str] | None = None,
     time_scale: float | None = None,
+    tok_s: Callable[[float], float] | None = None,
+    baseline: Path | None = None,
 ) -> search.Decision:
     """Run the search to its end (or until ``stop_after`` points were measured: a kill), as bench.yml does."""
     spec = search.parse_spec(load)
@@ -74,7 +76,7 @@ def _drive(
     log = measured if measured is not None else []
     count = 0
     while True:
-        decision = search.decide(str(attempt), spec, cap, IDENTITY)
+        decision = search.decide(str(attempt), spec, cap, IDENTITY, str(baseline) if baseline else None)
         if decision.done or (stop_after is not None and count >= stop_after):
             return decision
         point = decision.point
@@ -85,7 +87,11 @@ def _drive(
         scale = time_scale or 1.0
         rows = _rows(requests, ttft * scale, itl * scale, rng, noise=noise)
         meta = {"server_info": {"sglbench_sim": {"time_scale": time_scale}}} if time_scale else {}
-        summary = {"n_err": 0, "valid": True, "client": {"wall_s": 2.0}}
+        summary: dict[str, Any] = {"n_err": 0, "valid": True, "client": {"wall_s": 2.0}}
+        if tok_s is not None:  # output tok/s as the stand-in reports it (its time scale not undone)
+            true = tok_s(float(level)) / scale
+            jitter = random.Random(f"{attempt.name}:{point['key']}:tok_s").gauss(0, noise)
+            summary["output_throughput_tok_s"] = true * (1 + jitter)
         resume.commit_point(str(attempt), point, outcome="ok", summary=summary, meta=meta, records=rows)
         log.append(str(point["key"]))
         count += 1
@@ -236,6 +242,176 @@ def test_open_loop_rates_double_then_bisect_geometrically_within_littles_bound(t
     assert doc["verdict"] == "limit_found" and doc["limit"] <= true < doc["next_above"]
     assert doc["next_above"] / doc["limit"] <= 1.05 and "Little" in (doc["bound_by"] or "")
     assert all(lv["point"].startswith("r") for lv in doc["levels"])
+
+
+# -- the crossover against the baseline ----------------------------------------------------------------
+# The sim host's shape (tests/python/test_search_simhost.py): a baseline whose tok/s grows almost linearly
+# with the concurrency (memory-bound decode) and a speculative config 3x faster at low load whose verify
+# steps go compute bound, so its speedup falls through 1 near concurrency 18; both share the TTFT curve
+# (the same prefills) and the speculative server holds 22 requests.
+def base_tok_s(c: float) -> float:
+    return c / (0.038 + 0.0003 * c)
+
+
+def spec_tok_s(c: float) -> float:
+    return base_tok_s(c) * (18.4 / c) ** 0.45 if c > 4 else base_tok_s(c) * (18.4 / 4) ** 0.45
+
+
+TRUE_CROSSOVER = 18.4
+SPEC_SLOTS = {"max_running_requests": 22}
+
+
+def _baseline_run(tmp_path: Path, load: dict[str, Any], *, noise: float = 0.02) -> Path:
+    """The baseline's attempt, searched and ended ok (its record), as the cycle leaves it."""
+    base = tmp_path / "ar-tp1"
+    _drive(base, load, linear_ttft(48.0), SLOTS, tok_s=base_tok_s, noise=noise)
+    (base / "record.json").write_text(json.dumps({"outcome": "ok"}))
+    return base
+
+
+@pytest.mark.parametrize("noise", [0.0, 0.01, 0.02])
+def test_a_speculative_search_locates_its_crossover_within_one_step_of_the_truth(
+    tmp_path: Path, noise: float
+) -> None:
+    load = _load(start=4, max_levels=8, slo={"ttft_ms_p99": 1150})
+    base = _baseline_run(tmp_path, load, noise=noise)
+    d = _drive(
+        tmp_path / "df-tp1",
+        load,
+        linear_ttft(48.0),
+        SPEC_SLOTS,
+        tok_s=spec_tok_s,
+        baseline=base,
+        noise=noise,
+    )
+    doc, x = d.doc, d.doc["crossover"]
+    assert d.done and len(doc["levels"]) <= 8 and doc["budget"]["levels_measured"] == len(doc["levels"])
+    assert x["baseline"] == "ar-tp1" and x["status"] == "crosses" and x["stopped"] == "resolved"
+    lo, hi = x["between"]
+    assert x["step"] == hi - lo == 1 and lo - 1 <= TRUE_CROSSOVER <= hi + 1  # within one step
+    # the SLO search's own answer is untouched by the crossover levels it added
+    slo_levels = [lv["level"] for lv in doc["levels"] if lv["role"] == "slo"]
+    assert slo_levels[:3] == [4, 8, 16] and doc["limit"] in (21, 22)
+    assert [lv["level"] for lv in doc["levels"] if lv["role"] == "crossover"] == x["levels"] != []
+    # the baseline's levels inside the bracket were measured first: compared where both measured
+    base_levels = {float(k) for k in search.Baseline.from_attempt(str(base), search_spec(load)).tok_s}
+    assert {lv for lv in base_levels if 16 < lv < 22} <= {float(v) for v in _levels(d)}
+
+
+def search_spec(load: dict[str, Any]) -> search.SearchSpec:
+    spec = search.parse_spec(load)
+    assert spec is not None
+    return spec
+
+
+def test_without_an_ended_baseline_the_search_is_only_the_slo_search(tmp_path: Path) -> None:
+    load = _load(start=4, max_levels=8, slo={"ttft_ms_p99": 1150})
+    base = _baseline_run(tmp_path, load)
+    (base / "record.json").write_text(json.dumps({"outcome": "failed"}))  # its attempt did not end ok
+    d = _drive(tmp_path / "df", load, linear_ttft(48.0), SPEC_SLOTS, tok_s=spec_tok_s, baseline=base)
+    assert d.doc["crossover"] is None and all(lv["role"] == "slo" for lv in d.doc["levels"])
+    off = _load(start=4, max_levels=8, slo={"ttft_ms_p99": 1150}, crossover=False)
+    d = _drive(tmp_path / "df-off", off, linear_ttft(48.0), SPEC_SLOTS, tok_s=spec_tok_s, baseline=base)
+    assert d.doc["crossover"] is None
+
+
+def test_the_crossover_levels_stay_within_the_budget_of_levels_and_say_so(tmp_path: Path) -> None:
+    load = _load(start=4, max_levels=5, slo={"ttft_ms_p99": 1150})
+    base = _baseline_run(tmp_path, _load(start=4, max_levels=8, slo={"ttft_ms_p99": 1150}))
+    d = _drive(tmp_path / "df", load, linear_ttft(48.0), SPEC_SLOTS, tok_s=spec_tok_s, baseline=base)
+    x = d.doc["crossover"]
+    assert len(d.doc["levels"]) == 5 and x["stopped"] == "max_levels" and x["step"] > 1
+
+
+def test_a_config_faster_throughout_measures_the_baselines_highest_level_it_holds(tmp_path: Path) -> None:
+    load = _load(start=4, max_levels=8, slo={"ttft_ms_p99": 1150})
+    base = _baseline_run(tmp_path, load)
+    d = _drive(
+        tmp_path / "df",
+        load,
+        linear_ttft(48.0),
+        {"max_running_requests": 12},  # plan-limited well below the crossover
+        tok_s=lambda c: 2 * base_tok_s(c),
+        baseline=base,
+    )
+    x = d.doc["crossover"]
+    assert x["status"] == "faster throughout" and x["stopped"] == "faster throughout"
+    assert _levels(d) == [4, 8, 12] and x["levels"] == []  # the baseline measured nothing in (8, 12]
+
+
+def test_a_search_killed_while_locating_the_crossover_measures_nothing_twice(tmp_path: Path) -> None:
+    load = _load(start=4, max_levels=8, slo={"ttft_ms_p99": 1150})
+    base = _baseline_run(tmp_path, load)
+    whole = _drive(
+        tmp_path / "a" / "df", load, linear_ttft(48.0), SPEC_SLOTS, tok_s=spec_tok_s, baseline=base
+    )
+    slo_points = 2 * sum(lv["role"] == "slo" for lv in whole.doc["levels"])
+    first: list[str] = []
+    kw: dict[str, Any] = {"tok_s": spec_tok_s, "baseline": base}
+    part = _drive(
+        tmp_path / "df", load, linear_ttft(48.0), SPEC_SLOTS, stop_after=slo_points + 1, measured=first, **kw
+    )
+    assert not part.done and part.doc["verdict"] is None and part.doc["crossover"]["stopped"] is None
+    second: list[str] = []
+    again = _drive(tmp_path / "df", load, linear_ttft(48.0), SPEC_SLOTS, measured=second, **kw)
+    assert not set(first) & set(second) and again.doc == whole.doc
+
+
+def test_on_the_stand_ins_model_the_two_searches_find_its_limits_and_crossover(tmp_path: Path) -> None:
+    """The sim host acceptance scenario (tests/python/test_search_simhost.py) in virtual time: every point
+    is the stand-in's model (sglbench.sim.truth, no noise), the decisions are the search's."""
+    import test_search_simhost as sim
+
+    from sglbench.hostlib import metrics
+    from sglbench.sim import truth
+
+    models = Path(__file__).resolve().parents[1] / "fixtures" / "models"
+    spec = search_spec(sim.BENCH)
+    window = sim.BENCH["duration_s"] / sim.SCALE
+
+    def model(i: int) -> truth.ServerModel:
+        cfg = sim.MATRIX[i]
+        flt = {"python": "python3", "port_base": 30000, "gpu_ids": [0]}
+        argv = _instances(cfg, flt)[0]["argv"][3:]
+        return truth.server_model([a.replace("/models/", f"{models}/") for a in argv], sim.UNIT_ENV)
+
+    def run(name: str, m: truth.ServerModel, baseline: Path | None = None) -> dict[str, Any]:
+        d = tmp_path / name
+        cap = search.Capacity(m.max_running, m.max_total_tokens, "plan")
+        while True:
+            dec = search.decide(str(d), spec, cap, IDENTITY, str(baseline) if baseline else None)
+            if dec.done:
+                (d / "record.json").write_text(json.dumps({"outcome": "ok"}))
+                return dec.doc
+            p = dec.point
+            assert p is not None
+            load = truth.Workload((sim.PROMPT,), sim.OUTPUT, window, seed=p["repeat"])
+            rows = truth.simulate(m, load, concurrency=p["concurrency"])
+            summary = {**metrics.summarize_point(rows), "valid": True, "client": {"wall_s": 2.0}}
+            resume.commit_point(str(d), p, outcome="ok", summary=summary, records=rows)
+
+    ar, df = model(0), model(1)
+    a = run("qwen27b-ar-tp1", ar)
+    d = run("qwen27b-dflash-tp1", df, tmp_path / "qwen27b-ar-tp1")
+    assert (a["verdict"], a["limit"], a["step"]) == ("limit_found", 22, 1) and len(a["levels"]) == 8
+    assert (d["verdict"], d["limit"], d["bound_by"]) == ("plan_limited", 20, "max_running_requests")
+    assert [lv["level"] for lv in d["levels"]] == [4, 8, 16, 20, 18, 19]  # then the crossover's levels
+    x = d["crossover"]
+    assert (x["status"], x["between"], x["step"], x["stopped"]) == ("crosses", [18, 19], 1, "resolved")
+    true = truth.crossover(df, ar, truth.Workload((sim.PROMPT,), sim.OUTPUT, window), levels=[18, 19])
+    assert true["speedup"][18] > 1 > true["speedup"][19]  # the model crosses between the same two levels
+
+
+def _instances(cfg: dict[str, Any], settings: dict[str, Any]) -> list[dict[str, Any]]:
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[2] / "plugins" / "filter" / "sglbench.py"
+    mod_spec = importlib.util.spec_from_file_location("sglbench_filter_for_search", path)
+    assert mod_spec and mod_spec.loader
+    mod = importlib.util.module_from_spec(mod_spec)
+    mod_spec.loader.exec_module(mod)
+    out: list[dict[str, Any]] = mod.instances([cfg], settings)
+    return out
 
 
 # -- resumable, never measured twice ---------------------------------------------------------------

@@ -2,25 +2,35 @@
 
 Starts its own sim host container (``sglbench-simhost-search-<pid>``) from ``$SGLBENCH_SIMHOST_IMAGE`` and
 runs ``sglbench run`` over inventory/sim's 27B autoregressive and DFlash configs at TP1 with the search
-on (closed loop, TTFT p99 and ITL p50 objectives, 512-token prompts, two repeats per level):
+on (closed loop, TTFT p99 and ITL p50 objectives, short requests, two repeats per level), the two configs
+set up for a short-request service (``MATRIX``: why these numbers) so that the AR/DFlash crossover lies
+inside what both hold:
 
-1. run 1 is SIGKILLed (the ``sglbench run`` process itself) once the baseline has committed five points,
-   in the middle of its search; its process-tree keeper stops the units;
-2. run 2 (same run id) finishes both searches: no point committed by run 1 is measured again, nothing is
-   moved aside but the interrupted point's partial files, and each search's document is the replay of its
-   committed points;
+1. run 1 is SIGKILLed (the ``sglbench run`` process itself) once DFlash, after its own SLO search, has
+   committed the first point of the levels that locate its crossover against the baseline; its
+   process-tree keeper stops the units;
+2. run 2 (same run id) reuses the baseline's finished attempt and finishes DFlash's search: no point
+   committed by run 1 is measured again, nothing is moved aside but the interrupted point's partial files,
+   and each search's document is the replay of its committed points;
 3. the answer against :mod:`sglbench.sim.truth` (the model in virtual time, no noise): each config's limit
-   within one search step of the true one, in at most 8 levels, and the hand-off between the two configs
-   (DFlash faster at every level it holds, up to its 4 request slots) where the model puts it.
+   within one search step of the true one, the crossover the break-even map computes from the two searches
+   (``sglbench.deploy``) within one step of the model's, in at most 8 levels per config. A step around the
+   crossover is the distance between the two levels it lies between (the search refines them to
+   ``resolution``, 1).
 
-The figures go to ``build/test-artifacts/search_simhost.json``. The stand-in runs at time scale 0.5 here
-(not the inventory's 0.1): the client and the stand-in share a small machine with other jobs, and at 0.1
-their scheduling delays, multiplied back to real-world time, would be a sizeable part of a TTFT level.
+The figures go to ``build/test-artifacts/search_simhost.json``. The stand-in runs in real time here (time
+scale 1, not the inventory's 0.1): the client and the stand-in share a small machine with other jobs, and
+faster scales multiply their scheduling delays back into real-world time and, at 20 and more streams, let
+the baseline's stand-in fall behind its own clock (its ``lag_seconds``): at 0.5 its tok/s at concurrency 20
+came out 10 % below the model's, which moved the measured crossover two levels. Each point sends for 2 s
+(the model's window too) without warmup requests (the stand-in has nothing to warm).
 """
 
 from __future__ import annotations
 
+import itertools
 import json
+import math
 import os
 import shutil
 import signal
@@ -32,31 +42,75 @@ from typing import Any
 
 import pytest
 
-from sglbench import search
+from sglbench import results, search
+from sglbench.deploy import answer
 from sglbench.sim import truth
 
 REPO = Path(__file__).resolve().parents[2]
 SIM_NAME = f"sglbench-simhost-search-{os.getpid()}"
 RUN_ID = "search"
 AR, DFLASH = "qwen27b-ar", "qwen27b-dflash"
-SCALE = 0.5
-# TTFT p99 of a closed-loop wave of c requests is c prefills of 512 tokens: 224 ms each in the model, so
-# the limit sits between 5 (1120 ms) and 6 (1344 ms); the SLO is half-way, away from either level.
-SLO = {"ttft_ms_p99": 1232, "itl_ms_p50": 60}
+SCALE = 1.0
+PROMPT, OUTPUT = 192, 64
+# A short-request service (192-token prompts, 64-token answers, 4k context) on inventory/sim's two 27B TP1
+# configs, overridden the way a user would (-e sglbench_matrix). inventory/sim's DFlash launch (32k context,
+# extra_buffer Mamba cache, 0.75 of the memory) holds 4 requests: verifying a 16-token block keeps 16
+# intermediate Mamba states per request (1.2 GiB a request in bf16), so it stops far below where its verify
+# steps (requests x 16 tokens) go compute bound and the baseline catches up. With the radix cache off (no
+# prefix is shared here, and a hybrid model then needs 1 Mamba slot per request instead of 5), bf16 SSM
+# state and 0.85 of the memory it holds 20 (the plan: 23.4 GiB of intermediate states, 70,789 KV tokens);
+# the baseline holds 32 (its Mamba slots, 96 // 3). Acceptance: DFlash's 6.5 tokens per verify step is a
+# math-like figure; at a chat-like 3.5 (SGLBENCH_SIM_ACCEPT_LENGTH) its speedup (2.4x at concurrency 4)
+# falls through 1 between 18 and 19 in the model, inside both servers' slots. At 6.5 it would cross near
+# 39, beyond the ~27 requests a block-16 DFlash launch of this model holds on one 96 GB GPU (at 0.9 of the
+# memory; above that its KV pool runs out).
+MATRIX = [
+    {
+        "name": AR,
+        "model_path": "/models/qwen3.6-27b",
+        "algorithm": "none",
+        "tp": [1],
+        "args": {"mem_fraction_static": 0.85, "context_length": 4096},
+    },
+    {
+        "name": DFLASH,
+        "model_path": "/models/qwen3.6-27b",
+        "algorithm": "DFLASH",
+        "draft_model_path": "/models/qwen3.6-27b-dflash",
+        "tp": [1],
+        "args": {
+            "mem_fraction_static": 0.85,
+            "max_running_requests": 20,
+            "context_length": 4096,
+            "speculative_dflash_block_size": 16,
+            "mamba_ssm_dtype": "bfloat16",
+            "disable_radix_cache": True,
+        },
+        "env": {"SGLANG_ENABLE_SPEC_V2": "1"},
+    },
+]
+# TTFT p99 of a closed-loop wave of c requests is c prefills of 192 tokens: 84 ms each in the model, so the
+# baseline's limit sits between 22 (1848 ms) and 23 (1932 ms); the SLO is half-way. DFlash (the same
+# prefills) is held by its 20 slots first: 1680 ms there.
+SLO = {"ttft_ms_p99": 1890, "itl_ms_p50": 60}
 BENCH = {
-    "prompt_sets": ["synthetic:512"],
+    "prompt_sets": [f"synthetic:{PROMPT}"],
     "repeats": 2,
     "duration_s": 2,
     "num_prompts": 1000,
-    "max_new_tokens": 64,
-    "warmup": 2,
+    "max_new_tokens": OUTPUT,
+    "warmup": 0,
     "slo": SLO,
-    "search": {"enabled": True, "max_levels": 8},
+    "search": {"enabled": True, "start": 4, "max_levels": 8},
 }
 UNIT_ENV = {
     "SGLBENCH_SIM_TIME_SCALE": str(SCALE),
     "SGLBENCH_SIM_SGLANG_VERSION": "0.5.23+ddtree",
     "SGLBENCH_SIM_ACCOUNTING": "A",
+    "SGLBENCH_SIM_ACCEPT_LENGTH": "3.5",
+    # start-up only (weights from the page cache, few CUDA graphs): the test is about serving, not loading
+    "SGLBENCH_SIM_LOAD_GIBPS": "20",
+    "SGLBENCH_SIM_GRAPH_SECONDS": "4",
 }
 ARTIFACT = REPO / "build" / "test-artifacts" / "search_simhost.json"
 
@@ -79,6 +133,7 @@ def _cmd(tmp: Path) -> list[str]:
         *("--configs", f"{AR},{DFLASH}", "--results", str(tmp / "results"), "--run-id", RUN_ID),
         *("--lock-dir", str(tmp / "locks"), "--wait", "300"),
         *("-e", f"ansible_host={SIM_NAME}", "-e", "sglbench_bench=" + json.dumps(BENCH)),
+        *("-e", "sglbench_matrix=" + json.dumps(MATRIX)),
         *("-e", "sglbench_unit_environment=" + json.dumps(UNIT_ENV)),
     ]
 
@@ -121,19 +176,34 @@ def _throughput(record: dict[str, Any]) -> dict[int, float]:
     return {c: sum(v) / len(v) for c, v in per.items()}
 
 
+def _analytic_crossover(speedup: dict[int, float]) -> float | None:
+    """Where the model's speedup falls to 1, by the break-even map's rule (linear in log load between the
+    last level of the leading run above 1 and the next), over every concurrency both hold."""
+    levels = sorted(speedup)
+    if not levels or not speedup[levels[0]] > 1.0:
+        return None
+    for a, b in itertools.pairwise(levels):
+        if not speedup[b] > 1.0:
+            t = (speedup[a] - 1.0) / (speedup[a] - speedup[b])
+            return math.exp(math.log(a) + t * (math.log(b) - math.log(a)))
+    return None
+
+
 @pytest.mark.simhost
-def test_search_finds_the_models_limits_and_survives_a_sigkill(sim_host: str, tmp_path: Path) -> None:
+def test_search_finds_the_models_limits_and_crossover_and_survives_a_sigkill(
+    sim_host: str, tmp_path: Path
+) -> None:
     run_dir = tmp_path / "results" / RUN_ID / "simhost"
     ar_dir, df_dir = run_dir / f"{AR}-tp1", run_dir / f"{DFLASH}-tp1"
     t0 = time.monotonic()
 
-    # 1. SIGKILL of `sglbench run` in the middle of the baseline's search
+    # 1. SIGKILL of `sglbench run` while DFlash's search locates its crossover (after 4 SLO levels x 2)
     log1 = (tmp_path / "run1.log").open("w")
     proc = subprocess.Popen(_cmd(tmp_path), cwd=REPO, env=_env(), stdout=log1, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 900
     try:
         while time.monotonic() < deadline and proc.poll() is None:
-            if len(list((ar_dir / "points").glob("c*.json"))) >= 5:
+            if len(list((df_dir / "points").glob("c*.json"))) >= 9:
                 break
             time.sleep(0.2)
     finally:
@@ -141,12 +211,14 @@ def test_search_finds_the_models_limits_and_survives_a_sigkill(sim_host: str, tm
             proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=60)
         log1.close()
-    first = {p.stem: p.stat().st_mtime_ns for p in (ar_dir / "points").glob("c*.json")}
-    assert len(first) >= 5, (tmp_path / "run1.log").read_text()[-3000:]
-    assert not (ar_dir / "record.json").exists(), "the kill came too late: the baseline's search had ended"
+    first = {p.stem: p.stat().st_mtime_ns for p in (df_dir / "points").glob("c*.json")}
+    base_first = {p.stem: p.stat().st_mtime_ns for p in (ar_dir / "points").glob("c*.json")}
+    assert len(first) >= 9, (tmp_path / "run1.log").read_text()[-3000:]
+    assert (ar_dir / "record.json").exists(), "the baseline's attempt had not ended"
+    assert not (df_dir / "record.json").exists(), "the kill came too late: DFlash's search had ended"
     t_kill = time.monotonic()
 
-    # 2. the same run again: both searches end
+    # 2. the same run again: the baseline is reused, DFlash's search ends
     run2 = subprocess.run(
         _cmd(tmp_path), cwd=REPO, env=_env(), capture_output=True, text=True, timeout=1500, check=False
     )
@@ -158,36 +230,52 @@ def test_search_finds_the_models_limits_and_survives_a_sigkill(sim_host: str, tm
     sa, sd = ar["benchmark"]["search"], df["benchmark"]["search"]
 
     # nothing measured twice: run 2 reused every point run 1 committed, unchanged, and measured only others
-    res = ar["benchmark"]["resume"]
+    res = df["benchmark"]["resume"]
     assert set(first) <= set(res["reused"]) and not set(first) & set(res["measured"])
-    assert all((ar_dir / "points" / f"{k}.json").stat().st_mtime_ns == m for k, m in first.items())
-    moved = [p for p in (ar_dir / "previous").rglob("*.json")] if (ar_dir / "previous").exists() else []
-    assert moved == [], moved  # no committed point was ever moved aside (only a killed point's rows may be)
-    keys = [p["key"] for p in ar["resume"]["points"]]
-    assert len(keys) == len(set(keys)) == 2 * len(sa["levels"])
+    assert all((df_dir / "points" / f"{k}.json").stat().st_mtime_ns == m for k, m in first.items())
+    assert {p.stem: p.stat().st_mtime_ns for p in (ar_dir / "points").glob("c*.json")} == base_first
+    for d in (ar_dir, df_dir):
+        moved = [p for p in (d / "previous").rglob("*.json")] if (d / "previous").exists() else []
+        assert moved == [], (
+            moved
+        )  # no committed point was ever moved aside (only a killed point's rows may be)
+    keys = [p["key"] for p in df["resume"]["points"]]
+    assert len(keys) == len(set(keys)) == 2 * len(sd["levels"])
     # the documents are the replay of the committed points: decided again now, they are the same
-    for rec, d, doc in ((ar, ar_dir, sa), (df, df_dir, sd)):
+    for rec, d, doc, base in ((ar, ar_dir, sa, None), (df, df_dir, sd, ar_dir)):
         spec = search.parse_spec(BENCH)
         assert spec is not None
         again = search.decide(
-            str(d), spec, search.Capacity.from_args(doc["capacity"]), rec["identity"]["hash"]
+            str(d),
+            spec,
+            search.Capacity.from_args(doc["capacity"]),
+            rec["identity"]["hash"],
+            str(base) if base else None,
         )
         assert again.done and again.doc["levels"] == doc["levels"] and again.doc["limit"] == doc["limit"]
+        assert again.doc["crossover"] == doc["crossover"]
 
     # the answer against the model's own
-    load = truth.Workload((512,), 64, BENCH["duration_s"] / SCALE)
+    load = truth.Workload((PROMPT,), OUTPUT, BENCH["duration_s"] / SCALE)
     ar_model, df_model = _model(ar), _model(df)
     true_ar = truth.slo_limit(ar_model, load, SLO)
     true_df = truth.slo_limit(df_model, load, SLO)
     true_x = truth.crossover(df_model, ar_model, load)
+    analytic = _analytic_crossover(true_x["speedup"])
     measured_ar, measured_df = _throughput(ar), _throughput(df)
     common = sorted(set(measured_ar) & set(measured_df))
     speedup = {c: measured_df[c] / measured_ar[c] for c in common}
+    # the break-even map of the run (what `sglbench summarize` writes to breakeven.json)
+    (ans,) = answer.compute(results.load(tmp_path / "results" / RUN_ID))
+    (pair,) = [p for p in ans.breakeven.pairs if p.config == DFLASH]
+    cross = pair.crossover
+    xdoc = sd["crossover"]
 
     ARTIFACT.parent.mkdir(parents=True, exist_ok=True)
     figures = {
         "simulated": True,
         "time_scale": SCALE,
+        "workload": {"prompt_tokens": PROMPT, "output_tokens": OUTPUT, "accept_length": 3.5},
         "slo": SLO,
         "seconds": {"run1_until_kill": round(t_kill - t0, 1), "run2": round(t_end - t_kill, 1)},
         "killed_after_points": sorted(first),
@@ -199,29 +287,44 @@ def test_search_finds_the_models_limits_and_survives_a_sigkill(sim_host: str, tm
                 (lv["level"], lv["verdict"], lv["objectives"]["ttft_ms_p99"]["ci_high"])
                 for lv in sa["levels"]
             ],
-            "true_ttft_ms_p99": {c: v["ttft_ms_p99"] for c, v in true_ar["values"].items()},
+            "true_ttft_ms_p99": {c: v["ttft_ms_p99"] for c, v in true_ar["values"].items() if c >= 16},
         },
         DFLASH: {
             "found": {k: sd[k] for k in ("verdict", "limit", "next_above", "step", "bound", "bound_by")},
             "true": {k: true_df[k] for k in ("verdict", "limit", "next_above", "bound")},
             "levels": [
-                (lv["level"], lv["verdict"], lv["objectives"]["ttft_ms_p99"]["ci_high"])
+                (lv["level"], lv["role"], lv["verdict"], lv["objectives"]["ttft_ms_p99"]["ci_high"])
                 for lv in sd["levels"]
             ],
         },
-        "speedup": {"measured": speedup, "true": {c: true_x["speedup"][c] for c in common}},
-        "handoff": {
-            "measured": sd["limit"],
-            "true": true_x["spec_bound"],
-            "true_crossover": true_x["crossover"],
+        "speedup": {
+            "measured_both": speedup,
+            "search": xdoc["speedup"],
+            "true": {c: round(v, 4) for c, v in true_x["speedup"].items()},
+        },
+        "crossover": {
+            "measured": {
+                "status": cross.status,
+                "value": cross.estimate.value,
+                "ci_low": cross.estimate.ci_low,
+                "ci_high": cross.estimate.ci_high,
+                "between": cross.between,
+            },
+            "search": {k: xdoc[k] for k in ("status", "between", "step", "levels", "stopped")},
+            "analytic": analytic,
+            "analytic_first_below_1": true_x["crossover"],
         },
     }
     ARTIFACT.write_text(json.dumps(figures, indent=1, default=str) + "\n")
 
     assert len(sa["levels"]) <= 8 and len(sd["levels"]) <= 8
-    assert (true_ar["verdict"], true_ar["limit"]) == ("limit_found", 5)
+    assert (true_ar["verdict"], true_ar["limit"]) == ("limit_found", 22)
     assert sa["verdict"] == "limit_found" and abs(sa["limit"] - true_ar["limit"]) <= sa["step"]
-    assert (true_df["verdict"], true_df["limit"]) == ("plan_limited", 4)
-    assert (sd["verdict"], sd["limit"], sd["bound_by"]) == ("plan_limited", 4, "max_running_requests")
-    assert common == [1, 2, 4] and all(s > 1 for s in speedup.values())  # DFlash faster wherever it runs
-    assert true_x["crossover"] is None and true_x["spec_bound"] == sd["limit"]  # the hand-off: its slots
+    assert (true_df["verdict"], true_df["limit"]) == ("plan_limited", 20)
+    assert (sd["verdict"], sd["limit"], sd["bound_by"]) == ("plan_limited", 20, "max_running_requests")
+    # the crossover: inside what both hold in the model, located by the search to one step, and the
+    # break-even map's estimate within that step of the model's
+    assert analytic is not None and 18 < analytic < 19 and true_x["crossover"] == 19
+    assert xdoc["status"] == "crosses" and xdoc["stopped"] == "resolved" and xdoc["step"] == 1
+    assert cross.status == "crosses" and cross.estimate.value is not None
+    assert abs(cross.estimate.value - analytic) <= xdoc["step"]

@@ -90,3 +90,40 @@ def test_bad_search_settings_fail_the_task_with_the_field_named(
         _call(monkeypatch, op="prepare", dir=str(tmp_path), identity_hash=IDENTITY, load=load)
     with pytest.raises(AnsibleActionFail, match=r"op=next needs load with search\.enabled"):
         _call(monkeypatch, op="next", dir=str(tmp_path), identity_hash=IDENTITY, load={"repeats": 1})
+
+
+def _search(monkeypatch: pytest.MonkeyPatch, directory: Path, tok_s: Any, baseline: str = "") -> list[str]:
+    """Drive one attempt's search through the action (next, commit), then assemble; the keys measured."""
+    common = {"dir": str(directory), "identity_hash": IDENTITY, "load": LOAD, "baseline_dir": baseline}
+    measured = []
+    for _ in range(_call(monkeypatch, op="plan", fresh=False, **common)["search_iterations"]):
+        nxt = _call(monkeypatch, op="next", capacity=CAPACITY, **common)
+        if nxt["done"]:
+            break
+        point = nxt["point"]
+        measured.append(point["key"])
+        summary = {
+            "n_err": 0,
+            "valid": True,
+            "client": {"wall_s": 1.0},
+            "output_throughput_tok_s": tok_s(point["concurrency"]),
+        }
+        _call(monkeypatch, op="commit", dir=str(directory), point=point, summary=summary, records=_rows(0.05))
+    return measured
+
+
+def test_a_speculative_search_reads_its_baselines_levels_through_the_action(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base = tmp_path / "ar-tp1"
+    _search(monkeypatch, base, lambda c: 10.0 * c)  # every level passes: 1, 2, 4, 6 (the slots)
+    (base / "record.json").write_text('{"outcome": "ok"}')
+    spec_dir = tmp_path / "df-tp1"
+    measured = _search(
+        monkeypatch, spec_dir, lambda c: 10.0 * c * 4.5 / (c + 2.0), str(base)
+    )  # crosses at 2.5
+    common = {"dir": str(spec_dir), "identity_hash": IDENTITY, "load": LOAD, "baseline_dir": str(base)}
+    out = _call(monkeypatch, op="assemble", capacity=CAPACITY, **common)
+    x = out["benchmark"]["search"]["crossover"]
+    assert x["baseline"] == "ar-tp1" and x["status"] == "crosses" and x["between"] == [2, 3]
+    assert x["levels"] == [3] and [p["key"] for p in out["points"]] == measured  # the record lists them

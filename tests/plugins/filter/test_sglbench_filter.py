@@ -271,6 +271,23 @@ def test_instances_expand_configs_by_tp() -> None:
     assert inst[1]["argv"][inst[1]["argv"].index("--tp-size") + 1] == "4"
 
 
+def test_a_speculative_instance_is_compared_with_the_first_baseline_of_its_model_and_tp() -> None:
+    spec = {"algorithm": "DFLASH", "draft_model_path": "/models/d"}
+    matrix = [
+        cfg(name="zz-ar", tp=[1, 4]),
+        cfg(name="ar", tp=[1, 4]),
+        cfg(name="other-model", model_path="/models/n"),
+        cfg(name="df", tp=[1, 4], **spec),
+    ]
+    inst = flt.instances(matrix, {"python": "/p", "gpu_ids": list(range(8))})
+    by = {i["name"]: i for i in inst}
+    assert flt.baseline_instance(inst, by["df-tp1"]) == "ar-tp1"
+    assert flt.baseline_instance(inst, by["df-tp4"]) == "ar-tp4"
+    assert flt.baseline_instance(inst, by["df-tp1"], ["zz-ar", "df"]) == "zz-ar-tp1"  # only the selected
+    assert flt.baseline_instance(inst, by["df-tp1"], ["df"]) is None  # the run has no baseline
+    assert flt.baseline_instance(inst, by["ar-tp1"]) is None  # a baseline has none
+
+
 def test_instances_take_gpus_in_the_given_order() -> None:
     inst = flt.instances([cfg(tp=[2])], {"python": "/p", "gpu_ids": [6, 7, 0, 1]})
     assert inst[0]["cuda_visible_devices"] == "6,7"
