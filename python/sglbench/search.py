@@ -59,6 +59,7 @@ QUANTILES = (50, 90, 95, 99)
 REQUEST_FIELDS = {"ttft_ms": "ttft_s", "tpot_ms": "tpot_s", "itl_ms": "itl_s", "e2e_ms": "e2e_s"}
 GOODPUT = "goodput"  # objective: share of requests meeting the per-request SLOs (ttft_ms, tpot_ms, e2e_ms)
 REQUEST_SLO_KEYS = ("ttft_ms", "tpot_ms", "e2e_ms")  # sglbench_bench.slo: per-request thresholds (goodput)
+PER_REQUEST_QUANTILE = 99  # without a goodput floor, a per-request SLO holds at this percentile
 VERDICTS = ("limit_found", "plan_limited", "never_met", "unresolved")
 DEFAULTS: dict[str, Any] = {
     "enabled": False,
@@ -153,47 +154,79 @@ def _number(value: Any, name: str, *, minimum: float = 0.0, integer: bool = Fals
 def parse_objectives(slo: Mapping[str, Any]) -> tuple[tuple[Objective, ...], metrics.Slo]:
     """``sglbench_bench.slo`` -> the distribution objectives and the per-request SLO of goodput.
 
-    Keys: ``<metric>_p<q>`` (metric one of ttft_ms, tpot_ms, itl_ms, e2e_ms; q one of 50, 90, 95, 99) with
-    a ceiling in real-world milliseconds; ``goodput`` with the least share (0..1] of requests meeting every
-    per-request SLO; ``ttft_ms``/``tpot_ms``/``e2e_ms`` are those per-request SLOs.
+    The one reading of the ``slo`` keys (the deploy answer judges measured levels by the same objectives,
+    through :func:`read_objectives`). Keys: ``<metric>_p<q>`` (metric one of ttft_ms, tpot_ms, itl_ms,
+    e2e_ms; q one of 50, 90, 95, 99) with a ceiling in real-world milliseconds; ``goodput`` with the least
+    share (0..1] of requests meeting every per-request SLO; ``ttft_ms``/``tpot_ms``/``e2e_ms`` are those
+    per-request SLOs. Without ``goodput``, each per-request SLO bounds the level through its p99 (at least
+    99 % of requests meet it): ``ttft_ms: 2000`` is ``ttft_ms_p99 <= 2000`` (the stricter one when both are
+    declared). Raises :class:`SearchError` naming the first bad key.
     """
+    objectives, request_slo, unknown = _objectives(slo, strict=True)
+    assert not unknown
+    return objectives, request_slo
+
+
+def read_objectives(slo: Any) -> tuple[tuple[Objective, ...], metrics.Slo, list[str]]:
+    """:func:`parse_objectives` for a reader of results: never raises; a key that is no SLO (or has a bad
+    value) is returned in the third item, for the reader to list as not judged."""
+    return _objectives(slo, strict=False)
+
+
+def _objectives(slo: Any, *, strict: bool) -> tuple[tuple[Objective, ...], metrics.Slo, list[str]]:
     if not isinstance(slo, Mapping):
-        raise SearchError(f"sglbench_bench.slo must be a mapping, got {type(slo).__name__}")
+        if strict:
+            raise SearchError(f"sglbench_bench.slo must be a mapping, got {type(slo).__name__}")
+        return (), metrics.Slo(), []
     known = {result_schema.Metric(m, "", "", "").column(f"p{q}") for m in REQUEST_FIELDS for q in QUANTILES}
     names = [m.key for m in result_schema.METRICS]
-    objectives: list[Objective] = []
+    objectives: dict[str, Objective] = {}
     per_request: dict[str, float] = {}
+    unknown: list[str] = []
     for key, value in slo.items():
         where = f"sglbench_bench.slo.{key}"
         if value is None:
             continue
-        if key in REQUEST_SLO_KEYS:
-            per_request[key] = _number(value, where, minimum=1e-9)
-        elif key == GOODPUT:
-            share = _number(value, where)
-            if not 0.0 < share <= 1.0:
+        try:
+            if key in REQUEST_SLO_KEYS:
+                per_request[key] = _number(value, where, minimum=1e-9)
+            elif key == GOODPUT:
+                share = _number(value, where)
+                if not 0.0 < share <= 1.0:
+                    raise SearchError(
+                        f"{where} is the least share of good requests: a number in (0, 1], got {value!r}"
+                    )
+                objectives[GOODPUT] = Objective(GOODPUT, share)
+            elif key in known:
+                metric, q = key.rsplit("_p", 1)
+                if metric not in names:  # result_schema.METRICS owns the metric names
+                    raise SearchError(f"{where}: {metric} is not a metric of result_schema.METRICS")
+                objectives[key] = Objective(key, _number(value, where, minimum=1e-9), metric, int(q))
+            else:
                 raise SearchError(
-                    f"{where} is the least share of good requests: a number in (0, 1], got {value!r}"
+                    f"{where} is not an SLO: use <metric>_p<q> (metric {', '.join(REQUEST_FIELDS)}; q "
+                    f"{', '.join(map(str, QUANTILES))}), goodput, or a per-request "
+                    f"{', '.join(REQUEST_SLO_KEYS)}"
                 )
-            objectives.append(Objective(GOODPUT, share))
-        elif key in known:
-            metric, q = key.rsplit("_p", 1)
-            if metric not in names:  # result_schema.METRICS owns the metric names
-                raise SearchError(f"{where}: {metric} is not a metric of result_schema.METRICS")
-            objectives.append(Objective(key, _number(value, where, minimum=1e-9), metric, int(q)))
-        else:
-            raise SearchError(
-                f"{where} is not an SLO: use <metric>_p<q> (metric {', '.join(REQUEST_FIELDS)}; q "
-                f"{', '.join(map(str, QUANTILES))}), goodput, or a per-request "
-                f"{', '.join(REQUEST_SLO_KEYS)}"
-            )
+        except SearchError:
+            if strict:
+                raise
+            unknown.append(str(key))
     request_slo = metrics.Slo(**per_request)
-    if any(o.name == GOODPUT for o in objectives) and not request_slo.active():
-        raise SearchError(
-            "sglbench_bench.slo.goodput needs a per-request SLO to count good requests: set ttft_ms, tpot_ms "
-            "or e2e_ms too"
-        )
-    return tuple(sorted(objectives, key=lambda o: o.name)), request_slo
+    if GOODPUT in objectives and not request_slo.active():
+        if strict:
+            raise SearchError(
+                "sglbench_bench.slo.goodput needs a per-request SLO to count good requests: set ttft_ms, "
+                "tpot_ms or e2e_ms too"
+            )
+        del objectives[GOODPUT]
+        unknown.append(GOODPUT)
+    if GOODPUT not in objectives:
+        for key, limit in per_request.items():  # no goodput floor: each per-request SLO holds at the p99
+            name = f"{key}_p{PER_REQUEST_QUANTILE}"
+            if name not in objectives or limit < objectives[name].limit:
+                objectives[name] = Objective(name, limit, key, PER_REQUEST_QUANTILE)
+    return tuple(sorted(objectives.values(), key=lambda o: o.name)), request_slo, sorted(unknown)
 
 
 def parse_spec(load: Mapping[str, Any]) -> SearchSpec | None:

@@ -527,3 +527,19 @@ def test_objectives_come_from_the_slo_block_with_the_metric_names_of_the_result_
         ("ttft_ms_p99", "upper"),
     ]
     assert spec.request_slo.active() == {"tpot_ms": 50.0} and spec.iterations == 16
+
+
+def test_the_slo_keys_have_one_reading_for_the_search_and_the_deploy_answer() -> None:
+    # without a goodput floor a per-request SLO is a ceiling on its p99 (the stricter of two wins)
+    (obj,) = search.parse_objectives({"ttft_ms": 2000, "ttft_ms_p99": 1500})[0]
+    assert (obj.name, obj.limit, obj.metric, obj.quantile) == ("ttft_ms_p99", 1500, "ttft_ms", 99)
+    (obj,) = search.parse_objectives({"tpot_ms": 50})[0]
+    assert obj.name == "tpot_ms_p99" and obj.limit == 50
+    # with one, the per-request SLOs only count good requests
+    objectives, request_slo = search.parse_objectives({"ttft_ms": 2000, "goodput": 0.99})
+    assert [o.name for o in objectives] == ["goodput"] and request_slo.active() == {"ttft_ms": 2000.0}
+    # a reader of results lists what is no SLO instead of failing
+    objectives, _slo, unknown = search.read_objectives({"itl_ms_p50": 25, "ttft_ms_mean": 1, "goodput": 0.9})
+    assert [o.name for o in objectives] == ["itl_ms_p50"] and unknown == ["goodput", "ttft_ms_mean"]
+    with pytest.raises(search.SearchError, match=r"slo\.ttft_ms_mean is not an SLO"):
+        search.parse_objectives({"ttft_ms_mean": 1})

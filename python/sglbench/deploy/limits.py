@@ -90,7 +90,7 @@ def _slo_verdict(series: Series) -> tuple[schema.SloVerdict, int | None]:
     first_fail: int | None = None
     unjudged: list[str] = []
     for i, lv in enumerate(series.levels):
-        j = slo.judge(limits, lv) if limits else None
+        j = slo.judge(limits, lv, slo.searched_level(series, lv.point)) if limits else None
         if j is None:
             break
         unjudged = j.unjudged

@@ -1,16 +1,18 @@
 """The SLOs a benchmark declared, judged at one measured level.
 
 The SLOs are the benchmark's ``slo`` setting (``sglbench_bench.slo`` in the inventory, recorded in the
-benchmark summary's ``meta.slo``). Two kinds of key are judged:
+benchmark summary's ``meta.slo``). What each key means is the search's reading
+(:func:`sglbench.search.read_objectives`, the one owner): ``<metric>_p<q>`` is a ceiling on that
+percentile; ``goodput`` a floor on the share of requests meeting the per-request SLOs ``ttft_ms``,
+``tpot_ms``, ``e2e_ms``; without ``goodput`` each per-request SLO is a ceiling on its p99.
 
-- ``ttft_ms``, ``tpot_ms``, ``e2e_ms``: the load generator's per-request goodput limits. Met at a level
-  when that metric's p99 (mean over repeats) is within the limit: at least 99% of requests meet it.
-- ``<metric>_<stat>`` for a metric and statistic of ``hostlib/result_schema.METRICS`` (``ttft_ms_p99``,
-  ``itl_ms_p50``, ``tpot_ms_p99``, ...): met when that statistic (mean over repeats) is within the limit.
-
-Figures are at real-world time (the stand-in's time scale undone), the numbers every table shows. A key
-of neither kind is listed as not judged, never dropped silently; a level where a judged metric was not
-measured is neither met nor failed (None).
+How a level is judged: where the SLO-bounded search judged it (the record's ``benchmark.search`` lists
+the level), by the search's own verdict per objective, its 95 % bootstrap bound (an inconclusive level
+counts as missed, as in the search); otherwise (a fixed ladder) by the statistic's mean over repeats.
+``goodput`` has no column in the point tables, so outside a search it is not judged. Figures are at
+real-world time (the stand-in's time scale undone), the numbers every table shows. A key that is no SLO
+is listed as not judged, never dropped silently; a level where a judged metric was not measured is
+neither met nor failed (None).
 """
 
 from __future__ import annotations
@@ -19,20 +21,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from sglbench import search
 from sglbench.deploy import schema
 from sglbench.deploy.levels import Level, Series
-from sglbench.hostlib import result_schema
-
-PER_REQUEST_STAT = "p99"
-PER_REQUEST_KEYS = ("ttft_ms", "tpot_ms", "e2e_ms")
-
-
-def column_for(key: str) -> str | None:
-    """The latency column an SLO key is judged on, or None when this reader cannot judge it."""
-    if key in PER_REQUEST_KEYS:
-        return f"{key}_{PER_REQUEST_STAT}"
-    columns = set(result_schema.point_metric_columns())
-    return key if key in columns else None
 
 
 def declared(series: Series) -> dict[str, float]:
@@ -64,17 +55,38 @@ class Judgement:
         return all(known)
 
 
-def judge(limits: Mapping[str, float], level: Level) -> Judgement:
-    checks, unjudged = [], []
-    for key, limit in sorted(limits.items()):
-        column = column_for(key)
-        if column is None:
-            unjudged.append(key)
+def searched_level(series: Series, point: str) -> Mapping[str, Any] | None:
+    """The search's judgement of the series' level ``point`` (its entry in ``benchmark.search.levels``),
+    None when no search judged it."""
+    for bench in series.record.benchmarks:
+        if bench.prompt_set != series.key.prompt_set or not bench.search:
             continue
-        value = level.metric(column)
-        met = None if value is None else value <= limit
-        checks.append(schema.SloCheck(level.point, key, column, limit, value, met))
-    return Judgement(checks, unjudged)
+        for entry in bench.search.get("levels") or []:
+            if isinstance(entry, Mapping) and entry.get("point") == point and entry.get("objectives"):
+                return entry
+    return None
+
+
+def judge(limits: Mapping[str, float], level: Level, searched: Mapping[str, Any] | None = None) -> Judgement:
+    """Every declared SLO at ``level``: by the search's verdict where ``searched`` (its entry for this
+    level) judged it, else by the level's mean statistic."""
+    objectives, _request_slo, unjudged = search.read_objectives(limits)
+    by_search = (searched or {}).get("objectives") or {}
+    checks = []
+    for obj in objectives:
+        judged = by_search.get(obj.name)
+        if isinstance(judged, Mapping):
+            state = judged.get("state")
+            value = judged.get("estimate")
+            met = None if state is None else state == "pass"
+        elif obj.metric is None:  # goodput: judged by a search only
+            unjudged.append(obj.name)
+            continue
+        else:
+            value = level.metric(obj.name)
+            met = None if value is None else value <= obj.limit
+        checks.append(schema.SloCheck(level.point, obj.name, obj.name, obj.limit, value, met))
+    return Judgement(checks, sorted(unjudged))
 
 
 def meets_at(series: Series, level: float) -> bool | None:
@@ -84,4 +96,4 @@ def meets_at(series: Series, level: float) -> bool | None:
     lv = series.at(level)
     if not limits or lv is None:
         return None
-    return judge(limits, lv).met
+    return judge(limits, lv, searched_level(series, lv.point)).met

@@ -23,8 +23,9 @@ def test_a_light_subcommand_does_not_import_pandas_or_matplotlib() -> None:
         "try:\n    cli.main(['plan', '--help'])\nexcept SystemExit:\n    pass\n"
         "print(sorted(m for m in ('pandas', 'matplotlib', 'ansible_runner') if m in sys.modules))"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                          env={"PYTHONPATH": "python"})
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env={"PYTHONPATH": "python"}
+    )
     assert proc.stdout.strip().splitlines()[-1] == "[]"
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import recordfactory as rf
@@ -87,6 +88,30 @@ def test_a_per_request_slo_is_judged_on_the_p99_and_an_unknown_key_is_listed(tmp
     assert lim.slo.unjudged == ["goodput_share"]
     assert lim.slo.first_failing == "c2" and lim.slo.failures[0].column == "ttft_ms_p99"
     assert lim.limit_level == 1.0 and lim.next_level == 2.0
+
+
+def test_a_level_the_search_judged_takes_the_search_verdict_not_the_mean(tmp_path: Path) -> None:
+    # c4's mean TTFT p99 (100 ms) is within 150 ms, but the search found its 95% bound straddling the
+    # limit (inconclusive, counted as missed): the deploy answer agrees with the search, not the mean
+    slo = {"ttft_ms_p99": 150.0}
+    path = rf.curve(tmp_path, "ar", LINEAR, itl=FLAT_ITL, ttft={1: 50, 2: 60, 4: 100, 8: 120}, slo=slo)
+    rec = json.loads(path.read_text())
+    judged = {"ttft_ms_p99": {"limit": 150.0, "estimate": 100.0, "ci_low": 90.0, "ci_high": 160.0}}
+    rec["benchmark"]["search"] = {
+        "verdict": "limit_found",
+        "levels": [
+            {
+                "level": 4,
+                "point": "c4",
+                "role": "slo",
+                "objectives": {"ttft_ms_p99": {**judged["ttft_ms_p99"], "state": "inconclusive"}},
+            },
+        ],
+    }
+    path.write_text(json.dumps(rec))
+    lim = _limit(tmp_path)
+    assert lim.slo.first_failing == "c4" and lim.slo.met_up_to == 2.0
+    assert lim.slo.failures[0].value == 100.0 and lim.limit_level == 2.0
 
 
 def test_an_slo_failing_at_the_lowest_level_has_no_limit_level(tmp_path: Path) -> None:

@@ -49,11 +49,19 @@ def test_parse_v1_spec_log() -> None:
     p = sglang_logs.parse_startup_log(V1_SPEC_TP1)
     assert p["tp_size"] == 1
     assert (p["load_begin_avail_gib"], p["weights_gib"], p["draft_weights_gib"]) == (94.24, 51.05, 3.22)
-    assert (p["model_class"], p["draft_model_class"]) == ("Qwen3_5ForConditionalGeneration", "DFlashDraftModel")
+    assert (p["model_class"], p["draft_model_class"]) == (
+        "Qwen3_5ForConditionalGeneration",
+        "DFlashDraftModel",
+    )
     assert p["kv"] == {"tokens": 11893, "dtype": None, "k_gib": 0.36, "v_gib": 0.36, "kv_gib": None}
     assert p["draft_kv"]["k_gib"] == 0.11
-    assert p["mamba"] == {"slots": 4, "conv_gib": 0.01, "ssm_gib": 0.70, "intermediate_ssm_gib": 2.25,
-                          "intermediate_conv_gib": 0.04}
+    assert p["mamba"] == {
+        "slots": 4,
+        "conv_gib": 0.01,
+        "ssm_gib": 0.70,
+        "intermediate_ssm_gib": 2.25,
+        "intermediate_conv_gib": 0.04,
+    }
     assert p["pool_end_avail_gib"] == 39.47
     assert p["cuda_graph"] == [{"elapsed_s": 29.5, "mem_gib": 0.51, "avail_gib": 38.89}]
     assert (p["max_total_num_tokens"], p["max_running_requests"], p["context_len"]) == (11893, 4, 32768)
@@ -73,35 +81,55 @@ def test_parse_v3_tp2_counts_rank0_only() -> None:
 
 def test_parse_mla_kv_line_and_partial_log() -> None:
     p = sglang_logs.parse_startup_log(
-        "[2026-05-01 12:00:40] KV Cache is allocated. #tokens: 500000, KV size: 32.50 GB\n")
+        "[2026-05-01 12:00:40] KV Cache is allocated. #tokens: 500000, KV size: 32.50 GB\n"
+    )
     assert p["kv"]["kv_gib"] == 32.5 and p["max_total_num_tokens"] == 500000 and p["summary"] is None
 
 
 def test_decode_line_without_spec() -> None:
-    m = sglang_logs.DECODE.search("Decode batch, #running-req: 7, #token: 900, token usage: 0.01, cuda graph: True, "
-                                  "gen throughput (token/s): 181.20, #queue-req: 0")
+    m = sglang_logs.DECODE.search(
+        "Decode batch, #running-req: 7, #token: 900, token usage: 0.01, cuda graph: True, "
+        "gen throughput (token/s): 181.20, #queue-req: 0"
+    )
     assert m and m.group("run") == "7" and m.group("acc") is None and m.group("tps") == "181.20"
 
 
-@pytest.mark.parametrize(("text", "cause"), [
-    (V1_SPEC_TP1.split("[2026-05-01 12:00:41]")[0]
-     + "[2026-05-01 12:00:41 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
-     + '  File "x.py", line 296, in __init__\nAssertionError: max_running_request is zero\n', "zero_requests"),
-    ("AssertionError: capture_bs=[0]\n", "zero_requests"),
-    ("RuntimeError: Hybrid (mamba/linear-attention) state cache is too small to serve any requests. "
-     "max_mamba_cache_size=2, mamba_ratio=5, resulting max_num_reqs=0.\n", "zero_requests"),
-    ("RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. Current value: "
-     "mem_fraction_static=0.5\n", "not_enough_memory"),
-    ("ValueError: Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=0.5.\n",
-     "not_enough_memory"),
-    ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n", "cuda_oom"),
-    ("[2026-05-01 12:01:15] ERROR:    [Errno 98] error while attempting to bind on address ('0.0.0.0', 30000): "
-     "address already in use\n", "port_in_use"),
-    ("launch_server.py: error: unrecognized arguments: --bogus\n", "bad_args"),
-    ("ModuleNotFoundError: No module named 'sgl_kernel'\n", "bad_args"),
-    ("[2026-05-01 12:00:01] Load weight begin. avail mem=94.24 GB\n", "readiness_timeout"),
-    (V1_SPEC_TP1 + "RuntimeError: something odd\n", "unknown"),
-])
+@pytest.mark.parametrize(
+    ("text", "cause"),
+    [
+        (
+            V1_SPEC_TP1.split("[2026-05-01 12:00:41]")[0]
+            + "[2026-05-01 12:00:41 TP0] Scheduler hit an exception: Traceback (most recent call last):\n"
+            + '  File "x.py", line 296, in __init__\nAssertionError: max_running_request is zero\n',
+            "zero_requests",
+        ),
+        ("AssertionError: capture_bs=[0]\n", "zero_requests"),
+        (
+            "RuntimeError: Hybrid (mamba/linear-attention) state cache is too small to serve any requests. "
+            "max_mamba_cache_size=2, mamba_ratio=5, resulting max_num_reqs=0.\n",
+            "zero_requests",
+        ),
+        (
+            "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. Current value: "
+            "mem_fraction_static=0.5\n",
+            "not_enough_memory",
+        ),
+        (
+            "ValueError: Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=0.5.\n",
+            "not_enough_memory",
+        ),
+        ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n", "cuda_oom"),
+        (
+            "[2026-05-01 12:01:15] ERROR:    [Errno 98] error while attempting to bind on address ('0.0.0.0', 30000): "
+            "address already in use\n",
+            "port_in_use",
+        ),
+        ("launch_server.py: error: unrecognized arguments: --bogus\n", "bad_args"),
+        ("ModuleNotFoundError: No module named 'sgl_kernel'\n", "bad_args"),
+        ("[2026-05-01 12:00:01] Load weight begin. avail mem=94.24 GB\n", "readiness_timeout"),
+        (V1_SPEC_TP1 + "RuntimeError: something odd\n", "unknown"),
+    ],
+)
 def test_classify_failure(text: str, cause: str) -> None:
     result = sglang_logs.classify_failure(text)
     assert result["cause"] == cause
