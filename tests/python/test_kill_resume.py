@@ -29,6 +29,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
+import simhost_util as sh
 
 REPO = Path(__file__).resolve().parents[2]
 SIM_NAME = f"sglbench-simhost-killresume-{os.getpid()}"  # two test runs never share a container
@@ -59,14 +60,7 @@ def _matrix(ar_context: int = 32768) -> list[dict[str, Any]]:
 
 
 def _env() -> dict[str, str]:
-    bindir = str(Path(sys.executable).parent)
-    return {
-        **os.environ,
-        "SGLBENCH_SIMHOST_NAME": SIM_NAME,
-        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
-        "PATH": bindir + os.pathsep + os.environ.get("PATH", ""),
-        "PYTHONPATH": str(REPO / "python"),
-    }
+    return sh.env(SIM_NAME)
 
 
 def _cmd(results: Path, matrix: list[dict[str, Any]]) -> list[str]:
@@ -126,21 +120,7 @@ def _starts(unit: str) -> int:
 
 @pytest.fixture
 def sim_host() -> Any:
-    if not os.environ.get("SGLBENCH_SIMHOST_IMAGE"):
-        pytest.skip("SGLBENCH_SIMHOST_IMAGE is not set (make test sets it after building the sim host image)")
-    if shutil.which("podman") is None:
-        pytest.skip("podman is not installed")
-    up = subprocess.run(
-        [str(REPO / "scripts" / "simhost.sh"), "up"], env=_env(), capture_output=True, text=True, timeout=300
-    )
-    if up.returncode != 0:
-        pytest.skip(f"could not start the sim host container: {up.stderr.strip()[-300:]}")
-    try:
-        yield SIM_NAME
-    finally:
-        subprocess.run(
-            [str(REPO / "scripts" / "simhost.sh"), "down"], env=_env(), capture_output=True, timeout=120
-        )
+    yield from sh.sim_host(SIM_NAME)
 
 
 @pytest.mark.simhost

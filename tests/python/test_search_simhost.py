@@ -32,7 +32,6 @@ import itertools
 import json
 import math
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -41,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import simhost_util as sh
 
 from sglbench import results, search
 from sglbench.deploy import answer
@@ -116,14 +116,7 @@ ARTIFACT = REPO / "build" / "test-artifacts" / "search_simhost.json"
 
 
 def _env() -> dict[str, str]:
-    bindir = str(Path(sys.executable).parent)
-    return {
-        **os.environ,
-        "SGLBENCH_SIMHOST_NAME": SIM_NAME,
-        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
-        "PATH": bindir + os.pathsep + os.environ.get("PATH", ""),
-        "PYTHONPATH": str(REPO / "python"),
-    }
+    return sh.env(SIM_NAME)
 
 
 def _cmd(tmp: Path) -> list[str]:
@@ -140,21 +133,7 @@ def _cmd(tmp: Path) -> list[str]:
 
 @pytest.fixture
 def sim_host() -> Any:
-    if not os.environ.get("SGLBENCH_SIMHOST_IMAGE"):
-        pytest.skip("SGLBENCH_SIMHOST_IMAGE is not set (make test sets it after building the sim host image)")
-    if shutil.which("podman") is None:
-        pytest.skip("podman is not installed")
-    up = subprocess.run(
-        [str(REPO / "scripts" / "simhost.sh"), "up"], env=_env(), capture_output=True, text=True, timeout=300
-    )
-    if up.returncode != 0:
-        pytest.skip(f"could not start the sim host container: {up.stderr.strip()[-300:]}")
-    try:
-        yield SIM_NAME
-    finally:
-        subprocess.run(
-            [str(REPO / "scripts" / "simhost.sh"), "down"], env=_env(), capture_output=True, timeout=120
-        )
+    yield from sh.sim_host(SIM_NAME)
 
 
 def _read(p: Path) -> dict[str, Any]:
