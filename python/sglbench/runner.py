@@ -848,7 +848,7 @@ def _print_summary(run_dir: Path) -> None:
     from sglbench.overhead import campaign_overhead, overhead_lines
     from sglbench.records import RecordError
     from sglbench.results import ResultsError, load
-    from sglbench.summarize import summary_table, to_markdown
+    from sglbench.summarize import summary_with_answer
 
     try:
         res = load(run_dir)
@@ -856,7 +856,7 @@ def _print_summary(run_dir: Path) -> None:
         print(f"sglbench run: no summary: {exc}", file=sys.stderr)
         return
     print()
-    print(to_markdown(summary_table(res), res))
+    print(summary_with_answer(res))  # the deploy table first, as `sglbench summarize` prints it
     # Only this session's attempts: a resumed run's earlier records were measured by their own session.
     began = (read_run_meta(run_dir) or {}).get("started_at")
     since = float(began) if isinstance(began, (int, float)) and not isinstance(began, bool) else None

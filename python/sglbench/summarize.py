@@ -479,7 +479,7 @@ def run_summarize(args: argparse.Namespace) -> int:
             outfiles.prepare_out(args.out, example=f"summary.{args.format}")
         samples = repeat_samples(res)
         table = summary_table(res, seed=args.seed, n_boot=args.bootstrap, samples=samples)
-        answers, stored = _deploy_answer(res, table, samples, args)
+        answers, stored = _deploy_answer(res, table, samples, seed=args.seed, n_boot=args.bootstrap)
         if args.format == "parquet":
             buf = io.BytesIO()
             table.to_parquet(buf, index=False)
@@ -503,18 +503,32 @@ def run_summarize(args: argparse.Namespace) -> int:
     return exit_code(res)
 
 
+def summary_with_answer(
+    res: Results, *, fmt: str = "md", seed: int = bootstrap.DEFAULT_SEED, n_boot: int = bootstrap.DEFAULT_BOOT
+) -> str:
+    """What ``sglbench summarize`` prints for ``res`` (md or text): the deployment answer first (its files
+    written beside the run's hosts), then the per-TP tables, the limits and the frontier. ``sglbench run``
+    ends with it too."""
+    samples = repeat_samples(res)
+    table = summary_table(res, seed=seed, n_boot=n_boot, samples=samples)
+    answers, stored = _deploy_answer(res, table, samples, seed=seed, n_boot=n_boot)
+    return _with_deploy(table, res, answers, stored, fmt)
+
+
 def _deploy_answer(
     res: Results,
     table: pd.DataFrame,
     samples: dict[tuple[Any, ...], list[bootstrap.RepeatSample]],
-    args: argparse.Namespace,
+    *,
+    seed: int,
+    n_boot: int,
 ) -> tuple[list[Any], list[Path]]:
     """Every run's deployment answer (``sglbench.deploy``, built on this module's table, hence imported
     here) and its three files written beside the run's hosts; a run directory that cannot take them is a
     warning, not a failure of the summary."""
     from sglbench.deploy import answer, store
 
-    answers = answer.build(res, table, samples, seed=args.seed, n_boot=args.bootstrap)
+    answers = answer.build(res, table, samples, seed=seed, n_boot=n_boot)
     try:
         return answers, store.write(answers)
     except outfiles.OutputError as exc:

@@ -632,3 +632,13 @@ def test_an_oserror_inside_ansible_runner_is_one_line_and_the_run_stays_resumabl
     assert err.count("\n") == 1 and "No space left on device" in err and "resumes" in err
     (run,) = (tmp_path / "r").iterdir()
     assert json.loads((run / "_runner" / "run.json").read_text())["status"] == "incomplete"
+
+
+def test_the_run_summary_puts_the_deploy_table_first(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = rf.demo_campaign(tmp_path, tps=(1,), concurrencies=(1, 4))
+    runner._print_summary(run)
+    out = capsys.readouterr().out
+    assert out.index("## Deployment answer") < out.index("### TP 1: deploy table") < out.index("## TP 1")
+    assert all((run / f).is_file() for f in ("breakeven.json", "frontier.json", "limits.json"))
