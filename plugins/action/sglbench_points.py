@@ -23,7 +23,8 @@ if _PYTHON_SRC not in sys.path:  # the checkout's package, even when sglbench is
 
 from sglbench import resume, search  # noqa: E402
 
-OPS = ("prepare", "plan", "next", "commit", "assemble")
+OPS = ("prepare", "plan", "next", "run", "commit", "assemble")
+BENCH_MODULE = "sglbench_prompt_bench"
 
 
 class ActionModule(ActionBase):
@@ -51,6 +52,9 @@ class ActionModule(ActionBase):
             "capacity",
             "since",
             "baseline_dir",
+            "bench",
+            "spool_dir",
+            "instance",
         )
     )
 
@@ -84,6 +88,8 @@ class ActionModule(ActionBase):
                     "point": d.point,
                     "search": d.doc,
                 }
+            if op == "run":
+                return {**result, **self._run(directory, identity_hash, spec, a, task_vars)}
             if op == "commit":
                 point = a.get("point")
                 if not isinstance(point, dict) or "key" not in point:
@@ -143,6 +149,79 @@ class ActionModule(ActionBase):
             "started_at": started_at,
             **out,
         }
+
+    def _run(
+        self, directory: str, identity_hash: str, spec: search.SearchSpec | None, a: Any, task_vars: Any
+    ) -> dict[str, Any]:
+        """Measure and commit: the fixed ladder's ``points`` in one host call, or with a search one point per
+        call as the search names them (``next``) until it is done. Each returned point is committed at once;
+        the host spools each point as it ends (``spool_dir``), so a call cut short loses nothing."""
+        instance = str(a.get("instance") or directory)
+        # Unset options come as None (a nested dict cannot omit them): the module's defaults apply.
+        bench = {k: v for k, v in dict(a.get("bench") or {}).items() if v is not None}
+        spool = {"dir": str(a.get("spool_dir") or ""), "hash": identity_hash}
+        ran: list[str] = []
+        self._host_warnings: list[str] = []
+        if spec is None:
+            todo = list(a.get("points") or [])
+            if todo:
+                ran += self._measure(directory, instance, todo, bench, spool, task_vars)
+        else:
+            for _ in range(spec.iterations):
+                d = search.decide(directory, spec, _capacity(a), identity_hash, _baseline_dir(a))
+                if d.done or d.point is None:
+                    break
+                ran += self._measure(directory, instance, [d.point], bench, spool, task_vars)
+        warnings = {"warnings": self._host_warnings} if self._host_warnings else {}
+        return {"changed": bool(ran), "ran": ran, **warnings}
+
+    def _measure(
+        self,
+        directory: str,
+        instance: str,
+        todo: list[dict[str, Any]],
+        bench: dict[str, Any],
+        spool: dict[str, str],
+        task_vars: Any,
+    ) -> list[str]:
+        """One host call for ``todo``; commit what it returns, then fail on the point that failed."""
+        wanted = [{k: p.get(k) for k in ("key", "concurrency", "request_rate", "repeat")} for p in todo]
+        args = {**bench, "points": wanted, "spool": spool if spool["dir"] else None, "return_records": True}
+        res = self._execute_module(module_name=BENCH_MODULE, module_args=args, task_vars=task_vars)
+        self._host_warnings += [str(w) for w in res.get("warnings") or []]
+        by_key = {str(p["key"]): p for p in todo}
+        meta = res.get("meta")
+        done: list[str] = []
+        for got in res.get("points") or []:
+            key = str(got.get("key"))
+            if key not in by_key:
+                raise AnsibleActionFail(
+                    f"sglbench_points op=run: the host returned point {key!r}, not asked for"
+                )
+            resume.commit_point(
+                directory,
+                by_key[key],
+                outcome="ok",
+                summary=got.get("summary"),
+                meta=meta,
+                records=got.get("records"),
+            )
+            done.append(key)
+        failed_point = res.get("failed_point") if isinstance(res.get("failed_point"), dict) else None
+        if failed_point is None and not res.get("failed"):
+            return done
+        msg = str((failed_point or {}).get("msg") or res.get("msg") or "the benchmark call failed")
+        # The point that failed: the one the host names, else (the call itself failed) the first not done.
+        key = (
+            (failed_point or {}).get("key")
+            if failed_point
+            else next((k for k in by_key if k not in done), None)
+        )
+        if key in by_key:
+            resume.commit_point(directory, by_key[key], outcome="failed", error=msg)
+        raise AnsibleActionFail(
+            f"point {key or '(after ' + ', '.join(done) + ')'} of {instance} failed: {msg}"
+        )
 
 
 def _b64_text(value: Any) -> str | None:
