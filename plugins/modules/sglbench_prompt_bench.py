@@ -77,8 +77,8 @@ options:
     default: 3
   first_repeat:
     description:
-      - Index of the first repeat, for callers that run one repeat per call (the cycle commits each point
-        on the controller as it completes). Repeat r always uses seed I(seed)+r and is labelled r.
+      - Index of the first repeat, for callers that run one repeat per call. Repeat r always uses seed
+        I(seed)+r and is labelled r.
     type: int
     default: 0
   warmup:
@@ -157,10 +157,10 @@ options:
   spool:
     description:
       - With I(points), keep each measured point on the host (C(module_utils/sglbench_hostlib/point_spool)) in
-        C(spool.dir) under C(spool.hash) (the attempt's identity hash) before the next one starts, and return
-        a point found there (same key and hash) instead of measuring it again: a controller that died or lost
-        its connection mid-call loses nothing. Spooled points not in I(points) are removed first (the
-        controller committed them).
+        C(spool.dir) under C(spool.hash) (the attempt's identity hash) before the next one starts, and
+        return a point found there (same key and hash) instead of measuring it again, so a controller that
+        died or lost its connection mid-call loses nothing. Spooled points not in I(points) are removed
+        first (the controller committed them).
       - Keys C(dir), C(hash).
     type: dict
   records_path:
@@ -169,7 +169,7 @@ options:
   return_records:
     description:
       - Also return the per-request records in the result (C(records)), which saves a C(fetch) round trip
-        when the caller stores them on the controller (the cycle does, one point per call).
+        when the caller stores them on the controller (the cycle does, with I(points)).
     type: bool
     default: false
 extends_documentation_fragment:
@@ -240,6 +240,8 @@ failed_point:
 
 import contextlib
 import dataclasses
+import time
+from collections.abc import Callable
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.sglbench_hostlib import point_spool
@@ -268,7 +270,7 @@ from ansible.module_utils.sglbench_hostlib.loadgen import (
 )
 from ansible.module_utils.sglbench_hostlib.metrics import Slo
 from ansible.module_utils.sglbench_hostlib.prompts import PromptError, prompts_from_params, synthetic_prompts
-from ansible.module_utils.sglbench_hostlib.result_schema import note_ended_client
+from ansible.module_utils.sglbench_hostlib.result_schema import LOAD_S, note_ended_client
 from ansible.module_utils.sglbench_hostlib.systemd_unit import read_unit_state
 
 
@@ -402,11 +404,45 @@ def point_specs(spec: BenchSpec, todo: list[tuple[str, LoadPoint, int]]) -> list
     return out
 
 
+# How long a point whose requests failed waits for the server's unit to show that it ended (a crashing
+# server fails its requests a moment before systemd sees its main process exit).
+SETTLE_S = 2.0
+
+
+def server_ended(unit: str, invocation_id: str, wait_s: float = 0.0, step_s: float = 0.2) -> str | None:
+    """Why the server of this start can no longer answer (its unit ended or was started again), or None
+    while it runs; with ``wait_s``, polls that long for an end before saying None."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            state = read_unit_state(unit)
+        except RuntimeError:
+            return None  # cannot tell: the requests' own errors say what happened
+        if state.ended or (invocation_id and state.invocation_id != invocation_id):
+            return state.describe()
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(step_s)
+
+
+def _failed_requests(summary: dict) -> str:
+    reasons = [r for r in summary.get("invalid_reasons") or [] if "requests failed" in str(r)]
+    return str(reasons[0]) if reasons else f"{summary.get('n_err')} requests failed"
+
+
 def measure_points(
-    specs: list[tuple[str, BenchSpec]], spool: dict, lease: Lease | None
+    specs: list[tuple[str, BenchSpec]],
+    spool: dict,
+    lease: Lease | None,
+    ended: Callable[[float], str | None] = lambda wait_s: None,
 ) -> tuple[list[dict], dict | None, dict | None]:
     """Each point alone, in order: from the spool when an earlier call measured it, else measured and
-    spooled before the next starts. Returns (points, meta, failed): a failure ends the loop."""
+    spooled before the next starts. Returns (points, meta, failed): a failure ends the loop.
+
+    ``ended(wait_s)`` says why the server can no longer answer (None while it runs). It is asked before each
+    point, and after a point whose requests failed: a point none of whose requests succeeded because the
+    server died is a failed point, not a measurement; one that measured some before the server died is kept
+    (invalid, its failed requests counted) and the call ends there."""
     sdir, shash = str(spool.get("dir") or ""), str(spool.get("hash") or "")
     if sdir:
         point_spool.prune(sdir, {key for key, _s in specs}, shash)
@@ -418,17 +454,23 @@ def measure_points(
             out.append({**found, "spooled": True})
             meta = meta or found.get("meta")
             continue
+        gone = ended(0.0)
+        if gone:
+            return out, meta, {"key": key, "msg": f"the server is gone before point {key}: {gone}"}
+        started = time.monotonic()
         try:
             result = run_campaign(one)
         except LoadgenError as err:
             return out, meta, {"key": key, "msg": f"prompt benchmark against {one.url} failed: {err}"}
         summary = summary_of(result, lease)
-        entry = {
-            "key": key,
-            "summary": summary["points"][0],
-            "meta": summary.get("meta"),
-            "records": record_rows(result),
-        }
+        # The load generator's whole run for the point (cache flushes, warm-up, measured window, counters):
+        # the load the campaign chose to send, told apart from its own overhead (python/sglbench/overhead.py).
+        point = {**summary["points"][0], LOAD_S: round(time.monotonic() - started, 4)}
+        gone = ended(SETTLE_S) if point.get("n_err") else None
+        if gone and not point.get("n_ok"):
+            msg = f"the server exited during point {key} ({_failed_requests(point)}): {gone}"
+            return out, meta, {"key": key, "msg": msg}
+        entry = {"key": key, "summary": point, "meta": summary.get("meta"), "records": record_rows(result)}
         meta = meta or entry["meta"]
         out.append({**entry, "spooled": False})
         if sdir:
@@ -436,6 +478,8 @@ def measure_points(
                 point_spool.write_spooled(sdir, key, shash, entry)
             except (OSError, ValueError) as err:  # returned all the same; nothing more is measured unkept
                 return out, meta, {"key": None, "msg": f"cannot keep point {key} in the spool {sdir}: {err}"}
+        if gone:
+            return out, meta, {"key": None, "msg": f"the server exited during point {key}: {gone}"}
     return out, meta, None
 
 
@@ -524,7 +568,13 @@ def run_points(module: AnsibleModule) -> None:
         with guarded(p) as lease:
             if lease is not None and lease.takeover is not None:
                 module.warn(f"{p['url']}: {lease.takeover.describe()}")
-            points, meta, failed = measure_points(specs, p["spool"] or {}, lease)
+            g = p["guard"] or {}
+            unit, invocation = str(g.get("unit") or ""), str(g.get("invocation_id") or "")
+
+            def ended(wait_s: float) -> str | None:
+                return server_ended(unit, invocation, wait_s) if unit else None
+
+            points, meta, failed = measure_points(specs, p["spool"] or {}, lease, ended)
     except GuardRefused as err:
         module.fail_json(msg=f"prompt benchmark against {p['url']} refused: {err}", url=p["url"], guard=True)
         return

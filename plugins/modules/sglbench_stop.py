@@ -76,7 +76,7 @@ options:
   spool_dir:
     description:
       - A benchmark spool (C(module_utils/sglbench_hostlib/point_spool)) whose points the controller has
-        committed: removed after the stop. Omit to keep every spool.
+        committed, removed after the stop. Omit to keep every spool.
     type: path
   journal:
     description: The start whose journal to read before stopping; omit to read none.

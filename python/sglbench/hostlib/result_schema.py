@@ -256,6 +256,11 @@ class Distribution:
 ENDED_CLIENT = "ended_client"
 
 
+# Key in a point of a benchmark summary measured with the module's ``points`` option: the load generator's
+# whole run for the point on the host (cache flushes, warm-up, measured window, counter reads), in seconds.
+LOAD_S = "load_s"
+
+
 def note_ended_client(summary: Mapping[str, Any], ended: Mapping[str, Any]) -> dict[str, Any]:
     """The benchmark summary with ``ended`` under :data:`ENDED_CLIENT` in each of its points."""
     points = [{**p, ENDED_CLIENT: dict(ended)} for p in summary.get("points") or []]
@@ -282,6 +287,7 @@ class BenchPoint:
     invalid_reasons: list[str] = field(default_factory=list)
     seed: int | None = None
     ended_client: dict[str, Any] | None = None  # ENDED_CLIENT: measured after ending a cut-off client
+    load_s: float | None = None  # LOAD_S: the load generator's whole run for the point
 
     def dist(self, key: str) -> Distribution:
         """The distribution of metric ``key`` (``ttft_ms``); all None when the summary has none."""
@@ -309,6 +315,7 @@ class BenchPoint:
             invalid_reasons=[str(x) for x in r.list_("invalid_reasons")],
             seed=r.int_("seed"),
             ended_client=r.dict_(ENDED_CLIENT) or None,
+            load_s=r.float_(LOAD_S),
         )
 
 

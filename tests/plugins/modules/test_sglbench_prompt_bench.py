@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -254,3 +255,77 @@ def test_a_bad_point_fails_before_anything_is_sent(run_module, server, tmp_path,
     done = run_module(sglbench_prompt_bench, args)
     assert done.failed and needle in done.result["msg"], done.result
     assert not (tmp_path / "spool").exists()
+
+
+class _FakeLoad:
+    """run_campaign/summary_of/record_rows stand-ins: point k (by first_repeat) gets n_ok/n_err from
+    ``outcomes``; ``ended_after`` is the point after which the server's unit reports that it ended."""
+
+    def __init__(self, outcomes, ended_after=None):
+        self.outcomes, self.ended_after, self.ran = outcomes, ended_after, []
+
+    def run_campaign(self, spec, progress=None):
+        self.ran.append(spec.first_repeat)
+        return spec.first_repeat
+
+    def summary_of(self, result, lease):
+        n_ok, n_err = self.outcomes[result]
+        reasons = [f"{n_err} of {n_ok + n_err} requests failed, e.g. connection reset"] if n_err else []
+        point = {"repeat": result, "n_ok": n_ok, "n_err": n_err, "invalid_reasons": reasons}
+        return {"points": [point], "meta": {"url": "u"}}
+
+    def ended(self, wait_s):
+        return "sglang-x.service is failed/failed" if self.ran and self.ran[-1] >= self.ended_after else None
+
+
+def _specs(n):
+    from sglbench.hostlib.loadgen import BenchSpec, LoadPoint
+
+    base = BenchSpec(url="http://127.0.0.1:1", prompts=[], points=[LoadPoint(concurrency=1)])
+    return [(f"c1-r{r}", dataclasses.replace(base, first_repeat=r)) for r in range(n)]
+
+
+def _measure(monkeypatch, fake, n, spool=None):
+    monkeypatch.setattr(sglbench_prompt_bench, "run_campaign", fake.run_campaign)
+    monkeypatch.setattr(sglbench_prompt_bench, "summary_of", fake.summary_of)
+    monkeypatch.setattr(sglbench_prompt_bench, "record_rows", lambda result: [{"repeat": result}])
+    return sglbench_prompt_bench.measure_points(_specs(n), spool or {}, None, fake.ended)
+
+
+def test_a_point_whose_every_request_failed_as_the_server_died_is_a_failed_point(monkeypatch, tmp_path):
+    fake = _FakeLoad({0: (4, 0), 1: (0, 4), 2: (4, 0)}, ended_after=1)
+    spool = {"dir": str(tmp_path / "s"), "hash": "h"}
+    out, _meta, failed = _measure(monkeypatch, fake, 3, spool)
+    assert [p["key"] for p in out] == ["c1-r0"] and fake.ran == [0, 1]
+    assert failed["key"] == "c1-r1" and failed["msg"].startswith(
+        "the server exited during point c1-r1 (4 of 4"
+    )
+    assert "failed/failed" in failed["msg"]
+    assert sorted(x.name for x in (tmp_path / "s").iterdir()) == ["c1-r0.json"]  # never spooled as measured
+
+
+def test_a_point_measured_partly_before_the_server_died_is_kept_and_ends_the_call(monkeypatch):
+    fake = _FakeLoad({0: (4, 0), 1: (2, 2), 2: (4, 0)}, ended_after=1)
+    out, _meta, failed = _measure(monkeypatch, fake, 3)
+    assert [(p["key"], p["summary"]["n_err"]) for p in out] == [("c1-r0", 0), ("c1-r1", 2)]
+    assert failed == {
+        "key": None,
+        "msg": "the server exited during point c1-r1: sglang-x.service is failed/failed",
+    }
+
+
+def test_failed_requests_of_a_server_that_lives_on_are_a_measurement(monkeypatch):
+    fake = _FakeLoad({0: (0, 4), 1: (4, 0)}, ended_after=99)
+    out, _meta, failed = _measure(monkeypatch, fake, 2)
+    assert [p["key"] for p in out] == ["c1-r0", "c1-r1"] and failed is None
+
+
+def test_a_server_gone_before_a_point_fails_that_point_unmeasured(monkeypatch):
+    fake = _FakeLoad({0: (4, 0), 1: (4, 0)}, ended_after=0)
+    fake.ended = lambda wait_s: "sglang-x.service is inactive/dead" if fake.ran else None  # ends after c1-r0
+    out, _meta, failed = _measure(monkeypatch, fake, 2)
+    assert [p["key"] for p in out] == ["c1-r0"] and fake.ran == [0]
+    assert failed == {
+        "key": "c1-r1",
+        "msg": "the server is gone before point c1-r1: sglang-x.service is inactive/dead",
+    }
