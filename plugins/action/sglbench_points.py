@@ -186,7 +186,9 @@ class ActionModule(ActionBase):
     ) -> list[str]:
         """One host call for ``todo``; commit what it returns, then fail on the point that failed."""
         wanted = [{k: p.get(k) for k in ("key", "concurrency", "request_rate", "repeat")} for p in todo]
-        args = {**bench, "points": wanted, "spool": spool if spool["dir"] else None, "return_records": True}
+        keys = [str(p["key"]) for p in todo]
+        spooled = {**spool, "seen": resume.seen_measurements(directory, keys)} if spool["dir"] else None
+        args = {**bench, "points": wanted, "spool": spooled, "return_records": True}
         res = self._execute_module(module_name=BENCH_MODULE, module_args=args, task_vars=task_vars)
         self._host_warnings += [str(w) for w in res.get("warnings") or []]
         by_key = {str(p["key"]): p for p in todo}

@@ -160,8 +160,9 @@ options:
         C(spool.dir) under C(spool.hash) (the attempt's identity hash) before the next one starts, and
         return a point found there (same key and hash) instead of measuring it again, so a controller that
         died or lost its connection mid-call loses nothing. Spooled points not in I(points) are removed
-        first (the controller committed them).
-      - Keys C(dir), C(hash).
+        first (the controller committed them), and so is never one whose measurement the controller has
+        had (C(spool.seen), point key to the C(t0_unix) of every version it committed).
+      - Keys C(dir), C(hash), C(seen).
     type: dict
   records_path:
     description: Host path for the per-request records (JSON lines, written atomically). Omit to skip them.
@@ -425,6 +426,11 @@ def server_ended(unit: str, invocation_id: str, wait_s: float = 0.0, step_s: flo
         time.sleep(step_s)
 
 
+def _t0(point: dict) -> float | None:
+    t0 = (point.get("summary") or {}).get("t0_unix")
+    return float(t0) if isinstance(t0, (int, float)) else None
+
+
 def _failed_requests(summary: dict) -> str:
     reasons = [r for r in summary.get("invalid_reasons") or [] if "requests failed" in str(r)]
     return str(reasons[0]) if reasons else f"{summary.get('n_err')} requests failed"
@@ -444,12 +450,15 @@ def measure_points(
     server died is a failed point, not a measurement; one that measured some before the server died is kept
     (invalid, its failed requests counted) and the call ends there."""
     sdir, shash = str(spool.get("dir") or ""), str(spool.get("hash") or "")
+    seen = {str(k): {float(t) for t in v or []} for k, v in dict(spool.get("seen") or {}).items()}
     if sdir:
         point_spool.prune(sdir, {key for key, _s in specs}, shash)
     out: list[dict] = []
     meta = None
     for key, one in specs:
         found = point_spool.read_spooled(sdir, key, shash) if sdir else None
+        if found is not None and _t0(found) in seen.get(key, ()):
+            found = None  # the controller has had this measurement (committed, maybe rejected): measure again
         if found is not None:
             out.append({**found, "spooled": True})
             meta = meta or found.get("meta")

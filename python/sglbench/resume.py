@@ -199,6 +199,25 @@ def _point_path(key: str) -> str:
     return os.path.join(POINTS_DIR, f"{key}.json")
 
 
+def seen_measurements(attempt_dir: str, keys: Iterable[str]) -> dict[str, list[float]]:
+    """The start times (``summary.t0_unix``) of every measurement of these points this attempt directory
+    has ever committed, kept or moved aside: a copy the host still spools of one of them is no new
+    measurement (the controller has had it, and may have rejected it), so the host must not return it."""
+    dirs = [os.path.join(attempt_dir, POINTS_DIR)]
+    pdir = os.path.join(attempt_dir, PREVIOUS_DIR)
+    if os.path.isdir(pdir):
+        dirs += [os.path.join(pdir, name, POINTS_DIR) for name in sorted(os.listdir(pdir))]
+    seen: dict[str, list[float]] = {}
+    for key in keys:
+        for d in dirs:
+            doc = _read_json(os.path.join(d, f"{key}.json"))
+            summary = doc.get("summary") if isinstance(doc, dict) else None
+            t0 = summary.get("t0_unix") if isinstance(summary, dict) else None
+            if isinstance(t0, (int, float)) and not isinstance(t0, bool):
+                seen.setdefault(key, []).append(float(t0))
+    return seen
+
+
 def _requests_path(key: str) -> str:
     return os.path.join(POINTS_DIR, f"{key}.requests.jsonl")
 

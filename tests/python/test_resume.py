@@ -255,3 +255,13 @@ def test_assemble_counts_points_committed_since_the_run_began_as_measured(tmp_pa
     )
     assert bench is not None and bench["search"] == {"verdict": "x"}
     assert bench["resume"]["measured"] == ["c2-r0"] and bench["resume"]["reused"] == ["c1-r0"]
+
+
+def test_seen_measurements_lists_every_committed_version_of_a_point_kept_or_moved(tmp_path: Path) -> None:
+    exp = resume.expected_points("h", {"concurrency": [1], "repeats": 2}, None)
+    resume.commit_point(str(tmp_path), exp[0], outcome="ok", summary={"n_ok": 1, "n_err": 1, "t0_unix": 10.0})
+    resume.plan_points(str(tmp_path), exp, now=0)  # its failed request moves it aside ("errors")
+    resume.commit_point(str(tmp_path), exp[0], outcome="ok", summary={"n_ok": 2, "n_err": 0, "t0_unix": 20.0})
+    resume.commit_point(str(tmp_path), exp[1], outcome="failed", error="boom")  # no measurement: no t0
+    seen = resume.seen_measurements(str(tmp_path), ["c1-r0", "c1-r1", "c9-r0"])
+    assert seen == {"c1-r0": [20.0, 10.0]}

@@ -192,9 +192,9 @@ def test_a_connection_down_past_the_retries_stops_cleanly_and_the_next_run_resum
     text = log.read_text()
     run = c.run_dir(log)
     assert code == 2, text[-3000:]
-    assert re.search(rf"simhost unreachable: .*\(during {INSTANCE}, benchmark: task .*c1-r1", text), text[
-        -3000:
-    ]
+    assert re.search(
+        rf"simhost unreachable: .*\(during {INSTANCE}, benchmark: task .*Measure and commit", text
+    ), text[-3000:]
     assert _meta(run)["status"] in runner.RESUMABLE, _meta(run)
     assert c.committed(log) == set()  # the call never returned; the host keeps what it measured
     assert "c1-r0" in _spooled(NAME)

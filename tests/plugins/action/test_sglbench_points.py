@@ -175,7 +175,7 @@ def test_run_measures_the_ladder_in_one_host_call_and_commits_every_point(
     assert out["ran"] == keys == ["c1-r0", "c1-r1", "c2-r0", "c2-r1"] and len(host.calls) == 1
     call = host.calls[0]
     assert "api_key" not in call and "duration" not in call and call["warmup"] == 2  # unset = module default
-    assert call["spool"] == {"dir": "/run/x", "hash": IDENTITY} and call["return_records"] is True
+    assert call["spool"] == {"dir": "/run/x", "hash": IDENTITY, "seen": {}} and call["return_records"] is True
     assert [p["key"] for p in call["points"]] == keys
     assert out["warnings"] == ["a cut-off client was ended"]
     again = _call(monkeypatch, op="plan", fresh=False, **common)

@@ -329,3 +329,15 @@ def test_a_server_gone_before_a_point_fails_that_point_unmeasured(monkeypatch):
         "key": "c1-r1",
         "msg": "the server is gone before point c1-r1: sglang-x.service is inactive/dead",
     }
+
+
+def test_a_spooled_copy_of_a_measurement_the_controller_has_had_is_measured_again(
+    run_module, server, tmp_path
+):
+    spool = tmp_path / "spool"
+    first = run_module(sglbench_prompt_bench, _ladder_args(server, spool)).result["points"]
+    args = _ladder_args(server, spool)
+    args["spool"]["seen"] = {"c2-r1": [first[1]["summary"]["t0_unix"], 1.0]}  # committed, then moved aside
+    again = run_module(sglbench_prompt_bench, args).result["points"]
+    assert [(p["key"], p["spooled"]) for p in again] == [("c1-r0", True), ("c2-r1", False)]
+    assert again[1]["summary"]["t0_unix"] > first[1]["summary"]["t0_unix"]
