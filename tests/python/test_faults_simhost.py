@@ -109,11 +109,18 @@ class Chain:
             raise AssertionError(f"no run started:\n{log[-2000:]}")
         return self.results / m.group(1)
 
-    def has_point(self, log: Path) -> bool:
+    def measured(self, log: Path) -> set[str]:
+        """The points measured so far: committed on the controller, or kept in the host's spool while the
+        ladder's host call still runs (it returns all of them at its end)."""
         try:
-            return any(self.points(self.run_dir(log.read_text())).glob("c*.json"))
+            committed = {p.stem for p in self.points(self.run_dir(log.read_text())).glob("c*.json")}
         except AssertionError:
-            return False
+            return set()
+        out = sh.host(NAME, "sh", "-c", f"ls /run/sglbench/spool/*-{INSTANCE}/ 2>/dev/null")
+        return committed | {n[: -len(".json")] for n in out.stdout.split() if n.endswith(".json")}
+
+    def has_point(self, log: Path) -> bool:
+        return bool(self.measured(log))
 
     def points(self, run: Path) -> Path:
         return run / "simhost" / INSTANCE / "points"
@@ -191,7 +198,7 @@ def _scenarios(c: Chain, disk: Path) -> None:
 
     # 1. controller SIGKILL mid-point: the orphaned tree keeps the host busy, then stops the unit and exits
     proc, log = c.start()
-    sh.wait_for(lambda: c.has_point(log), 300, "the first committed point", log)
+    sh.wait_for(lambda: c.has_point(log), 300, "the first measured point", log)
     proc.kill()
     proc.wait(30)
     run_a = c.run_dir(log.read_text())
@@ -222,7 +229,7 @@ def _scenarios(c: Chain, disk: Path) -> None:
 
     # 3. Ctrl-C mid-point: the units are stopped, the run stays resumable
     e, log_e = c.start("--fresh")
-    sh.wait_for(lambda: c.has_point(log_e), 300, "a committed point", log_e)
+    sh.wait_for(lambda: c.has_point(log_e), 300, "a measured point", log_e)
     run_e = c.run_dir(log_e.read_text())
     e.send_signal(signal.SIGINT)
     assert e.wait(300) == runner.EXIT_INTERRUPTED, log_e.read_text()[-3000:]
@@ -257,9 +264,9 @@ def _scenarios(c: Chain, disk: Path) -> None:
     #    unit is stopped, and the run resumed by id measures that point again on a fresh server
     hang_load = sh.LOAD | {"request_timeout_s": 3}
     g, log_g = c.start("--fresh", load=hang_load)
-    sh.wait_for(lambda: c.has_point(log_g), 300, "a committed point", log_g)
+    sh.wait_for(lambda: c.has_point(log_g), 300, "a measured point", log_g)
     run_g = c.run_dir(log_g.read_text())
-    before = {p.stem for p in c.points(run_g).glob("c*.json")}
+    before = c.measured(log_g)
     frozen = sh.host(NAME, "systemctl", "kill", "--signal=SIGSTOP", f"sglang-{INSTANCE}.service")
     assert frozen.returncode == 0, frozen.stderr
     code = g.wait(900)
@@ -288,7 +295,7 @@ def _scenarios(c: Chain, disk: Path) -> None:
     # 6. the server is SIGKILLed mid-point: the attempt fails in the bench phase, nothing it measured after
     #    the kill is kept valid, the run resumed by id measures the rest on a fresh server
     k, log_k = c.start("--fresh")
-    sh.wait_for(lambda: c.has_point(log_k), 300, "a committed point", log_k)
+    sh.wait_for(lambda: c.has_point(log_k), 300, "a measured point", log_k)
     run_k = c.run_dir(log_k.read_text())
     shot = sh.host(NAME, "systemctl", "kill", "--signal=SIGKILL", f"sglang-{INSTANCE}.service")
     assert shot.returncode == 0, shot.stderr
@@ -312,7 +319,7 @@ def _scenarios(c: Chain, disk: Path) -> None:
     # 7. the GPU host goes away mid-point (container killed like a power loss): exit 2 naming the host, the
     #    run resumable; once the host is back, the next run resumes it in place and completes it
     h, log_h = c.start("--fresh")
-    sh.wait_for(lambda: c.has_point(log_h), 300, "a committed point", log_h)
+    sh.wait_for(lambda: c.has_point(log_h), 300, "a measured point", log_h)
     run_h = c.run_dir(log_h.read_text())
     c.leaks += sh.grep_host(NAME, c.key)  # its journal does not survive the restart: look now
     killed = subprocess.run(["podman", "kill", NAME], env=sh.env(NAME), capture_output=True, text=True)

@@ -99,7 +99,8 @@ def _start_sshd(name: str) -> None:
 
 def _spooled(name: str) -> dict[str, dict[str, Any]]:
     """The points the host keeps for the attempt (its spool), by key: each as the call measured it."""
-    out = sh.host(name, "sh", "-c", f"cat /run/sglbench/spool/*-{INSTANCE}/*.json 2>/dev/null")
+    script = f"for f in /run/sglbench/spool/*-{INSTANCE}/*.json; do [ -f $f ] && cat $f && echo; done"
+    out = sh.host(name, "sh", "-c", script)
     docs = [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
     return {d["key"]: d["point"] for d in docs}
 
