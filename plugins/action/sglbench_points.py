@@ -89,7 +89,10 @@ class ActionModule(ActionBase):
                     "search": d.doc,
                 }
             if op == "run":
-                return {**result, **self._run(directory, identity_hash, spec, a, task_vars)}
+                try:
+                    return {**result, **self._run(directory, identity_hash, spec, a, task_vars)}
+                except _PointFailed as err:  # the benchmark failed; what it measured is committed
+                    return {**result, "failed": True, "msg": str(err), resume.POINT_FAILED: err.key}
             if op == "commit":
                 point = a.get("point")
                 if not isinstance(point, dict) or "key" not in point:
@@ -221,9 +224,17 @@ class ActionModule(ActionBase):
         )
         if key in by_key:
             resume.commit_point(directory, by_key[key], outcome="failed", error=msg)
-        raise AnsibleActionFail(
-            f"point {key or '(after ' + ', '.join(done) + ')'} of {instance} failed: {msg}"
+        raise _PointFailed(
+            key, f"point {key or '(after ' + ', '.join(done) + ')'} of {instance} failed: {msg}"
         )
+
+
+class _PointFailed(Exception):
+    """A point of the benchmark failed on the host (``key``; None: the call ended after its last point)."""
+
+    def __init__(self, key: str | None, msg: str) -> None:
+        super().__init__(msg)
+        self.key = key
 
 
 def _b64_text(value: Any) -> str | None:

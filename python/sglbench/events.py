@@ -30,6 +30,7 @@ from datetime import datetime
 from typing import Any
 
 from sglbench.cycle import STATE_FACT
+from sglbench.resume import POINT_FAILED
 
 SETUP_ROLES = ("sglang_preflight", "sglang_units")
 # Actions that write results on the controller: their failure means the run could not proceed.
@@ -256,7 +257,8 @@ def _facts(host: HostProgress, facts: dict[str, Any], configs: tuple[str, ...]) 
 def _failed(host: HostProgress, data: dict[str, Any], task: str, res: Any) -> HostProgress:
     if data.get("role") in SETUP_ROLES or task.startswith(("preflight |", "units |")):
         return replace(host, phase="setup failed", setup_failed=f"{task}: {_msg(res)}".strip(": "))
-    if _action(data) in RESULTS_ACTIONS and not host.results_failed:
+    bench_failure = isinstance(res, dict) and POINT_FAILED in res  # a point failed; its results are written
+    if _action(data) in RESULTS_ACTIONS and not host.results_failed and not bench_failure:
         return replace(host, results_failed=_msg(res) or task)
     return host
 

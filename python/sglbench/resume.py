@@ -37,6 +37,9 @@ POINT_SCHEMA = sglang_facts.POINT_SCHEMA
 POINTS_DIR = "points"
 INCOMING_DIR = ".incoming"
 PREVIOUS_DIR = "previous"
+# Key of a failed benchmark task's result that names the point that failed (a failure of the benchmark,
+# whose points were committed): without it, a failed results action means results could not be written.
+POINT_FAILED = "point_failed"
 REQUESTS_FILE = "requests.jsonl"
 PARQUET_FILE = "requests.parquet"
 # Files of one attempt that a new attempt replaces (moved aside first, never overwritten in place).

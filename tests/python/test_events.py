@@ -439,3 +439,17 @@ def test_dropped_host_round_trips_and_rejects_what_is_not_one() -> None:
     text = gone.describe()
     assert text.startswith("h: unreachable in the benchmark phase of c0-tp1 (cut: not recorded, not valid)")
     assert "1 attempt(s) recorded, 1 never started (c1-tp1): gone" in text
+
+
+def test_a_failed_point_is_a_benchmark_failure_and_unwritable_results_stop_the_run() -> None:
+    """The benchmark action fails both when a point fails on the host (its result names the point: the
+    measured points are committed, the attempt fails and the run goes on) and when the controller cannot
+    write the results (the run cannot proceed)."""
+    state = cycle.enter(cycle.begin("a-tp1", 1000.0), "bench", 1001.0)
+    task = "bench | Measure and commit the points of a-tp1"
+    bench = {"failed": True, "msg": "point c1-r1 of a-tp1 failed: boom", "point_failed": "c1-r1"}
+    disk = {"failed": True, "msg": "sglbench_points op=run in /r: [Errno 28] No space left on device"}
+    for res, kept in ((bench, None), (disk, disk["msg"])):
+        ev = _ev("runner_on_failed", "h", task, res=res, task_action="sglbench_points")
+        st = events.fold([_state_ev(state, "2026-11-29T10:00:00+00:00"), ev])
+        assert st.hosts["h"].results_failed == kept

@@ -4,6 +4,7 @@ calls them, on the controller, until the search says done."""
 from __future__ import annotations
 
 import importlib.util
+import re
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -187,8 +188,12 @@ def test_run_commits_the_points_before_a_failed_one_and_fails_naming_it(
 ) -> None:
     common = {"dir": str(tmp_path), "identity_hash": IDENTITY, "load": {"concurrency": [1, 2], "repeats": 1}}
     plan = _call(monkeypatch, op="plan", fresh=False, **common)
-    with pytest.raises(AnsibleActionFail, match=r"^point c2-r0 of ar-tp1 failed: boom$"):
-        _run(monkeypatch, _Host(fail_key="c2-r0"), op="run", points=plan["todo"], instance="ar-tp1", **common)
+    out = _run(
+        monkeypatch, _Host(fail_key="c2-r0"), op="run", points=plan["todo"], instance="ar-tp1", **common
+    )
+    # a failed benchmark, not results that could not be written (those raise): events.py tells them apart
+    assert out["failed"] is True and out["msg"] == "point c2-r0 of ar-tp1 failed: boom"
+    assert out["point_failed"] == "c2-r0"
     docs = {p.stem: p.read_text() for p in (tmp_path / "points").glob("*.json")}
     assert sorted(docs) == ["c1-r0", "c2-r0"]
     assert '"outcome":"ok"' in docs["c1-r0"].replace(" ", "") and '"error":"boom"' in docs["c2-r0"].replace(
@@ -205,8 +210,8 @@ def test_run_fails_a_whole_call_on_its_first_point(tmp_path: Path, monkeypatch: 
     def refused(module_name: str, module_args: dict[str, Any], task_vars: Any = None) -> dict[str, Any]:
         return {"failed": True, "msg": "refused: another benchmark holds the lock"}
 
-    with pytest.raises(AnsibleActionFail, match=r"point c1-r0 of .* failed: refused: another"):
-        _run(monkeypatch, refused, op="run", points=plan["todo"], **common)  # type: ignore[arg-type]
+    out = _run(monkeypatch, refused, op="run", points=plan["todo"], **common)  # type: ignore[arg-type]
+    assert out["failed"] is True and re.match(r"point c1-r0 of .* failed: refused: another", out["msg"])
     assert [p.stem for p in (tmp_path / "points").glob("*.json")] == ["c1-r0"]
 
 
@@ -220,3 +225,17 @@ def test_run_drives_a_search_one_host_call_per_level_until_it_is_done(
     assert all(len(c["points"]) == 1 for c in host.calls) and len(out["ran"]) == len(host.calls) > 2
     done = _call(monkeypatch, op="next", capacity=CAPACITY, **common)
     assert done["done"] and done["search"]["limit"] == 5
+
+
+def test_run_raises_when_the_results_cannot_be_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    common = {"dir": str(tmp_path), "identity_hash": IDENTITY, "load": {"concurrency": [1], "repeats": 1}}
+    plan = _call(monkeypatch, op="plan", fresh=False, **common)
+
+    def full(*args: Any, **kwargs: Any) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(action.resume, "commit_point", full)
+    with pytest.raises(AnsibleActionFail, match=r"op=run in .*No space left on device"):
+        _run(monkeypatch, _Host(), op="run", points=plan["todo"], **common)
