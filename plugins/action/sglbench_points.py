@@ -51,6 +51,10 @@ class ActionModule(ActionBase):
             "capacity",
             "since",
             "baseline_dir",
+            "telemetry",
+            "telemetry_from",
+            "clock",
+            "gpu_hour_usd",
         )
     )
 
@@ -98,6 +102,9 @@ class ActionModule(ActionBase):
                     records_src=a.get("records_src"),
                     records_text=_b64_text(a.get("records_b64")),
                     records=a.get("records"),
+                    telemetry=_telemetry(a, task_vars),
+                    clock=_dict_or_none(a.get("clock"), "clock"),
+                    gpu_hour_usd=a.get("gpu_hour_usd"),
                 )
                 return {**result, "changed": True, "point": doc}
             points, search_doc = a.get("points") or [], None
@@ -152,6 +159,39 @@ def _b64_text(value: Any) -> str | None:
         return base64.b64decode(str(value)).decode("utf-8")
     except (ValueError, UnicodeDecodeError) as err:
         raise AnsibleActionFail(f"sglbench_points: records_b64 is not base64 UTF-8 text: {err}") from err
+
+
+def _telemetry(args: Any, task_vars: Any) -> dict[str, Any] | None:
+    """The point's raw telemetry: ``telemetry`` (the document itself), or ``telemetry_from``, the name of the
+    registered benchmark result whose ``telemetry`` list holds it (read from the task's variables as they
+    are: templating a few hundred kB of series into the arguments costs Ansible about 0.2 s per point)."""
+    doc = _dict_or_none(args.get("telemetry"), "telemetry")
+    name = args.get("telemetry_from")
+    if doc is not None or not name:
+        return doc
+    result = (task_vars or {}).get(str(name))
+    if result is None:
+        return None
+    if not isinstance(result, dict):
+        raise AnsibleActionFail(f"sglbench_points: telemetry_from {name!r} is not a registered result")
+    docs = result.get("telemetry")
+    if not docs:
+        return None
+    if not isinstance(docs, list) or not isinstance(docs[0], dict):
+        raise AnsibleActionFail(f"sglbench_points: {name}.telemetry must be a list of objects, one per point")
+    return docs[0]
+
+
+def _dict_or_none(value: Any, name: str) -> dict[str, Any] | None:
+    """An optional object argument (``telemetry``: the host's raw document; ``clock``: the controller's
+    ``sent``/``received`` times of the benchmark call)."""
+    if value in (None, ""):
+        return None
+    if not isinstance(value, dict):
+        raise AnsibleActionFail(
+            f"sglbench_points: {name} must be an object or null, got {type(value).__name__}"
+        )
+    return value
 
 
 def _int_or_none(value: Any) -> int | None:

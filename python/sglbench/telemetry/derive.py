@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from itertools import pairwise
 from typing import Any
 
+from sglbench.hostlib import result_schema
 from sglbench.telemetry import clock as clockmod
 from sglbench.telemetry import series as ser
 from sglbench.telemetry import steady as steadymod
@@ -44,7 +45,7 @@ ACCEPT_LENGTH = (("metrics", "spec_accept_length"),)
 CACHE_HIT = (("metrics", "cache_hit_rate"),)
 RETRACTIONS = (("metrics", "num_retracted_requests_total"), ("metrics", "num_retracted_reqs_total"))
 STEADY_ON = (*RUNNING, *GEN_THROUGHPUT)
-FLAGS = ("throttled", "not_steady", "gaps", "missing_gpu", "clock_unknown", "sampling_errors")
+FLAGS = result_schema.TELEMETRY_FLAGS
 MAX_ERRORS = 20  # host sampling errors kept in the point JSON (the raw file keeps all)
 
 

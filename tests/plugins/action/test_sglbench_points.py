@@ -127,3 +127,60 @@ def test_a_speculative_search_reads_its_baselines_levels_through_the_action(
     x = out["benchmark"]["search"]["crossover"]
     assert x["baseline"] == "ar-tp1" and x["status"] == "crosses" and x["between"] == [2, 3]
     assert x["levels"] == [3] and [p["key"] for p in out["points"]] == measured  # the record lists them
+
+
+def test_commit_takes_telemetry_clock_and_price_as_the_playbook_passes_them(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import sys
+
+    sys.path.insert(0, str(REPO / "tests" / "python"))
+    from recordfactory import raw_telemetry
+
+    raw = raw_telemetry(power_w=200.0)
+    point = {"key": "c1-r0", "hash": "x", "point": "c1", "concurrency": 1, "repeat": 0}
+    summary = {"point": "c1", "n_ok": 2, "n_err": 0, "total_output_tokens": 400}
+    host = raw["clock"]
+    out = _call(
+        monkeypatch,
+        op="commit",
+        dir=str(tmp_path),
+        point=point,
+        summary=summary,
+        telemetry=raw,
+        clock={"sent": host["host_started"] - 0.1, "received": host["host_ended"] + 0.1},
+        gpu_hour_usd="1.5",  # Jinja renders numbers as strings
+    )
+    tel = out["point"]["telemetry"]
+    assert tel["j_per_token"] == pytest.approx(200.0 * 10.0 / 400)
+    assert tel["clock"]["offset_s"] == pytest.approx(0.0) and tel["cost"]["gpu_hour_usd"] == 1.5
+    assert (tmp_path / "points" / "c1-r0.telemetry.json").is_file()
+    with pytest.raises(AnsibleActionFail, match="telemetry must be an object"):
+        _call(monkeypatch, op="commit", dir=str(tmp_path), point=point, summary=summary, telemetry=[raw])
+
+
+def test_commit_reads_telemetry_from_the_registered_result_by_name(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import sys
+
+    sys.path.insert(0, str(REPO / "tests" / "python"))
+    from recordfactory import raw_telemetry
+
+    point = {"key": "c1-r0", "hash": "x", "point": "c1", "concurrency": 1, "repeat": 0}
+    summary = {"point": "c1", "n_ok": 2, "n_err": 0, "total_output_tokens": 400}
+    monkeypatch.setattr(action.ActionBase, "run", lambda self, tmp=None, task_vars=None: {})
+
+    def commit(task_vars: dict[str, Any], key: str = "c1-r0") -> dict[str, Any]:
+        am = object.__new__(action.ActionModule)
+        args = {"op": "commit", "dir": str(tmp_path), "point": dict(point, key=key), "summary": summary}
+        am._task = SimpleNamespace(args={**args, "telemetry_from": "run"}, check_mode=False)
+        out: dict[str, Any] = am.run(task_vars=task_vars)
+        return out
+
+    done = commit({"run": {"telemetry": [raw_telemetry(power_w=100.0)]}})
+    assert done["point"]["telemetry"]["energy_j"] == pytest.approx(1000.0)
+    assert "telemetry" not in commit({"run": {"summary": {}}}, "c2-r0")["point"]  # sampling was off
+    assert "telemetry" not in commit({}, "c3-r0")["point"]
+    with pytest.raises(AnsibleActionFail, match="list of objects"):
+        commit({"run": {"telemetry": "not a list"}})

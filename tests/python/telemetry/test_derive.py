@@ -195,3 +195,23 @@ def test_cost_needs_a_price_and_gpus() -> None:
         and doc["usd"] == pytest.approx(3.6 * 4 * 100.0 / 3600)
         and doc["usd_per_mtok"] is None
     )
+
+
+def test_every_listed_figure_is_derived_and_read_back() -> None:
+    """Each TELEMETRY_FIGURES entry names a place derive() fills: a rich point has every one."""
+    from sglbench.hostlib import result_schema
+
+    raw = raw_telemetry(seconds=60.0, server_interval_ms=500, gen_throughput=800.0)
+    raw["server"]["rows"] += [
+        [START - 1.0, "metrics", "spec_accept_length", 2.5],
+        [START + 61.0, "metrics", "spec_accept_length", 2.5],
+        [START - 1.0, "metrics", "num_retracted_requests_total", 0.0],
+        [START + 61.0, "metrics", "num_retracted_requests_total", 1.0],
+    ]
+    off = clock.estimate(START - 2, START + 62, START - 1.5, START + 61.5)
+    doc = derive.derive(raw, clock=off, output_tokens=48_000, gpu_hour_usd=3.0)
+    tel = result_schema.PointTelemetry.from_reader(result_schema.Reader("mem", doc))
+    missing = [f.key for f in result_schema.TELEMETRY_FIGURES if tel.figure(f.key) is None]
+    assert missing == []
+    assert tel.steady_status == steady.STEADY and tel.gpus == [0]
+    assert set(doc["flags"]) <= set(result_schema.TELEMETRY_FLAGS)
