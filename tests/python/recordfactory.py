@@ -553,3 +553,19 @@ def raw_telemetry(
         "server": {"columns": ["t", "source", "name", "value"], "rows": server_rows},
         "errors": list(errors or []),
     }
+
+
+def with_telemetry(
+    p: dict[str, Any], *, power_w: float = 300.0, gpu_hour_usd: float | None = 2.0, **raw: Any
+) -> dict[str, Any]:
+    """Point ``p`` with telemetry figures as the commit derives them: ``power_w`` per GPU over a window
+    of the point's ``duration_s`` (``raw``: more ``raw_telemetry`` arguments, e.g. ``throttle``)."""
+    from sglbench.telemetry import clock, derive
+
+    doc = raw_telemetry(seconds=float(p["duration_s"]), power_w=power_w, **raw)
+    host = doc["clock"]
+    off = clock.estimate(
+        host["host_started"] - 0.1, host["host_ended"] + 0.1, host["host_started"], host["host_ended"]
+    )
+    tel = derive.derive(doc, clock=off, output_tokens=p["total_output_tokens"], gpu_hour_usd=gpu_hour_usd)
+    return {**p, "telemetry": tel}

@@ -98,45 +98,51 @@ class Figure:
     meaning: str
     shown: bool = False  # a summary-table column (shown only when some point has the figure)
     digits: str = ".2f"  # display format
+    # Against a time-scaled stand-in: "time" figures grow with the window (energy, J/token, cost) and are
+    # divided by the scale, "rate" figures (per joule) multiplied by it; "" figures stay as read.
+    scaled: str = ""
 
 
+_T, _R = "time", "rate"
 TELEMETRY_FIGURES: tuple[Figure, ...] = (
     Figure(
         "j_per_token",
         ("j_per_token",),
         "J/tok",
         "J",
-        "GPU energy per output token, measured window",
+        "GPU energy over the measured window (all the config's GPUs, nvidia-smi power) per output token",
         True,
         ".3f",
+        _T,
     ),
-    Figure("usd_per_mtok", ("cost", "usd_per_mtok"), "$/Mtok", "USD", "cost per million output tokens", True),
+    Figure(
+        "usd_per_mtok",
+        ("cost", "usd_per_mtok"),
+        "$/Mtok",
+        "USD",
+        "the configured GPU-hour price x GPUs x measured window, per million output tokens",
+        True,
+        scaled=_T,
+    ),
     Figure(
         "tokens_per_j",
         ("tokens_per_j",),
         "tok/J",
         "tokens",
-        "output tokens per joule (all GPUs)",
-        digits=".3f",
+        "output tokens per joule, all GPUs",
+        False,
+        ".3f",
+        _R,
     ),
-    Figure("energy_j", ("energy_j",), "energy", "J", "GPU energy over the measured window", digits=".0f"),
-    Figure(
-        "power_mean_w",
-        ("power_mean_w",),
-        "power",
-        "W",
-        "mean board power, summed over the GPUs",
-        digits=".0f",
-    ),
+    Figure("energy_j", ("energy_j",), "energy", "J", "GPU energy over the measured window", False, ".0f", _T),
+    Figure("power_mean_w", ("power_mean_w",), "power", "W", "mean board power, GPUs summed", digits=".0f"),
     Figure(
         "power_peak_w", ("power_peak_w",), "peak power", "W", "highest one-GPU power sample", digits=".0f"
     ),
     Figure("sm_clock_mean_mhz", ("sm_clock_mean_mhz",), "SM clock", "MHz", "mean SM clock", digits=".0f"),
     Figure("sm_util_mean_pct", ("sm_util_mean_pct",), "SM util", "%", "mean SM utilisation", digits=".0f"),
     Figure("throttled_share", ("throttled_share",), "throttled", "share", "share of the window throttled"),
-    Figure(
-        "kv_usage_mean", ("server", "kv_usage_mean"), "KV use", "share", "mean KV pool usage (token_usage)"
-    ),
+    Figure("kv_usage_mean", ("server", "kv_usage_mean"), "KV use", "share", "mean KV pool usage"),
     Figure(
         "queue_peak", ("server", "queue_peak"), "queue peak", "requests", "most requests queued", digits=".0f"
     ),
@@ -153,26 +159,19 @@ TELEMETRY_FIGURES: tuple[Figure, ...] = (
         ("server", "spec_accept_length_mean"),
         "srv accept",
         "tokens",
-        "server's accept length",
+        "accept length",
     ),
-    Figure(
-        "retractions",
-        ("server", "retractions"),
-        "retracted",
-        "requests",
-        "retractions in the window",
-        digits=".0f",
-    ),
-    Figure(
-        "steady_s", ("steady", "seconds"), "steady", "s", "length of the steady window (MSER-5)", digits=".1f"
-    ),
+    Figure("retractions", ("server", "retractions"), "retracted", "requests", "retractions", digits=".0f"),
+    Figure("steady_s", ("steady", "seconds"), "steady", "s", "steady window (MSER-5)", False, ".1f", _T),
     Figure(
         "steady_j_per_token",
         ("steady", "j_per_token"),
         "steady J/tok",
         "J",
-        "J/token over the steady window",
-        digits=".3f",
+        "J/token, steady window",
+        False,
+        ".3f",
+        _T,
     ),
     Figure(
         "steady_power_mean_w",
@@ -187,16 +186,11 @@ TELEMETRY_FIGURES: tuple[Figure, ...] = (
         ("clock", "offset_s"),
         "clock offset",
         "s",
-        "host clock minus controller clock",
+        "host clock - controller clock",
         digits=".3f",
     ),
     Figure(
-        "clock_uncertainty_s",
-        ("clock", "uncertainty_s"),
-        "offset ±",
-        "s",
-        "uncertainty of the clock offset",
-        digits=".3f",
+        "clock_uncertainty_s", ("clock", "uncertainty_s"), "offset ±", "s", "offset uncertainty", digits=".3f"
     ),
 )
 # A point's telemetry warnings, in display order: a window that saw power or thermal throttling, no
@@ -212,6 +206,11 @@ def telemetry_columns() -> list[str]:
 def table_telemetry() -> list[Figure]:
     """The telemetry figures the summary table shows (when some point has them)."""
     return [f for f in TELEMETRY_FIGURES if f.shown]
+
+
+def table_telemetry_columns() -> list[str]:
+    """Their columns, in order: ``j_per_token``, ``usd_per_mtok``."""
+    return [f.key for f in table_telemetry()]
 
 
 # -- typed reading with errors that name the field ------------------------------------------------------
