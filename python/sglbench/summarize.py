@@ -117,7 +117,7 @@ def telemetry_note(table: pd.DataFrame) -> str:
     """What the telemetry columns the table shows mean ("" when it shows none)."""
     shown = [f for f in result_schema.table_telemetry() if table[f.key].notna().any()]
     notes = [f"{f.label}: {f.meaning}, mean over repeats." for f in shown]
-    if (table["telemetry_flags"].fillna("") != "").any():
+    if (table["telemetry_flags"].astype(object).fillna("") != "").any():
         notes.append(TELEMETRY_FLAGS_NOTE)
     return " ".join(notes) + "\n" if notes else ""
 
@@ -397,7 +397,7 @@ def display_rows(table: pd.DataFrame) -> list[dict[str, str]]:
         for f in result_schema.table_telemetry():  # only when some point of the table has the figure
             if table[f.key].notna().any():
                 d[f.label] = _num(r[f.key], f.digits)
-        if (table["telemetry_flags"].fillna("") != "").any():
+        if (table["telemetry_flags"].astype(object).fillna("") != "").any():
             d["telemetry flags"] = r["telemetry_flags"] if isinstance(r["telemetry_flags"], str) else ""
         d["KV tokens pred/obs"] = f"{_int(r['kv_tokens_predicted'])} / {_int(r['kv_tokens_observed'])}"
         d["max reqs pred/obs"] = (

@@ -569,3 +569,47 @@ def with_telemetry(
     )
     tel = derive.derive(doc, clock=off, output_tokens=p["total_output_tokens"], gpu_hour_usd=gpu_hour_usd)
     return {**p, "telemetry": tel}
+
+
+def telemetry_campaign(root: Path, run_id: str = "tel", *, parquet: bool = True) -> Path:
+    """Two configs at TP 1 (ar at 300 W, dflash at 360 W), concurrency 1 and 4, two repeats, every point
+    with telemetry and its raw series on disk (Parquet tables for ar with ``parquet``, the raw JSON file
+    for dflash); ar's c4 repeat 1 is thermally throttled in its second half."""
+    from sglbench import columnar
+
+    for config, alg, watts, tok_s in (("ar", "none", 300.0, 100.0), ("dflash", "DFLASH", 360.0, 180.0)):
+        points, raws = [], {}
+        for c in (1, 4):
+            for r in range(2):
+                p = point(c, r, tok_s * c * (1 + 0.02 * r), accept=None if alg == "none" else 3.0)
+                hot = config == "ar" and c == 4 and r == 1
+                raw = raw_telemetry(
+                    seconds=float(p["duration_s"]),
+                    power_w=lambda t, g, w=watts + 10 * c: w,
+                    running=float(c),
+                    queued=lambda t, c=c: max(0.0, c - 1.0 - (t - 1000.0) / 5.0),
+                    kv_usage=0.1 * c,
+                    throttle=(lambda t, g: 0x40 if t > 1005.0 else 0) if hot else 0,
+                )
+                points.append({**p, "telemetry": _derived(raw, p)})
+                raws[f"c{c}-r{r}"] = raw
+        path = write(root, record(run_id=run_id, config=config, algorithm=alg, benchmark=bench(points)))
+        pdir = path.parent / "points"
+        pdir.mkdir(exist_ok=True)
+        for key, raw in raws.items():
+            src = pdir / f"{key}.telemetry.json"
+            src.write_text(json.dumps(raw))
+            if parquet and config == "ar":
+                columnar.write_telemetry(src, pdir, key)
+                src.unlink()
+    return root / run_id
+
+
+def _derived(raw: dict[str, Any], p: dict[str, Any], gpu_hour_usd: float | None = 2.0) -> dict[str, Any]:
+    """The figures the commit derives, with the controller's clock 0.1 s either side of the host's."""
+    from sglbench.telemetry import clock, derive
+
+    host = raw["clock"]
+    sent, received = host["host_started"] - 0.1, host["host_ended"] + 0.1
+    off = clock.estimate(sent, received, host["host_started"], host["host_ended"])
+    return derive.derive(raw, clock=off, output_tokens=p["total_output_tokens"], gpu_hour_usd=gpu_hour_usd)

@@ -110,9 +110,10 @@ def server_series(raw: Mapping[str, Any]) -> dict[tuple[str, str], ser.Series]:
     return {k: s for k, s in ((k, ser.clean(v)) for k, v in by_key.items()) if s}
 
 
-def _pick(
+def pick(
     found: Mapping[tuple[str, str], ser.Series], candidates: Sequence[tuple[str, str]]
 ) -> tuple[str | None, ser.Series]:
+    """The first of ``candidates`` (source, name) that has a series: its ``source:name`` and the series."""
     for key in candidates:
         if found.get(key):
             return f"{key[0]}:{key[1]}", found[key]
@@ -134,10 +135,10 @@ def _window(raw: Mapping[str, Any]) -> tuple[float, float]:
 
 def _server_figures(found: Mapping[tuple[str, str], ser.Series], start: float, end: float) -> dict[str, Any]:
     def mean_of(cands: Sequence[tuple[str, str]]) -> float | None:
-        return _round(ser.time_mean(ser.cut(_pick(found, cands)[1], start, end)))
+        return _round(ser.time_mean(ser.cut(pick(found, cands)[1], start, end)))
 
-    queued = ser.cut(_pick(found, QUEUED)[1], start, end)
-    retract = ser.cut(_pick(found, RETRACTIONS)[1], start, end)
+    queued = ser.cut(pick(found, QUEUED)[1], start, end)
+    retract = ser.cut(pick(found, RETRACTIONS)[1], start, end)
     return {
         "kv_usage_mean": mean_of(KV_USAGE),
         "queue_peak": _round(ser.peak(queued)),
@@ -235,7 +236,7 @@ def derive(
     reasons = thr.reasons_in(masks, start, end)
 
     # Steady state.
-    steady_name, steady_on = _pick(found, STEADY_ON)
+    steady_name, steady_on = pick(found, STEADY_ON)
     verdict = steadymod.mser5([p for p in steady_on if start <= p[0] <= end], steady_name)
     steady_doc: dict[str, Any] = {"status": verdict.status, "series": verdict.series}
     s0, s1 = verdict.start, verdict.end
