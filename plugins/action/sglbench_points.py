@@ -23,7 +23,8 @@ if _PYTHON_SRC not in sys.path:  # the checkout's package, even when sglbench is
 
 from sglbench import resume, search  # noqa: E402
 
-OPS = ("prepare", "plan", "next", "commit", "assemble")
+OPS = ("prepare", "plan", "next", "run", "commit", "assemble")
+BENCH_MODULE = "sglbench_prompt_bench"
 
 
 class ActionModule(ActionBase):
@@ -51,8 +52,10 @@ class ActionModule(ActionBase):
             "capacity",
             "since",
             "baseline_dir",
+            "bench",
+            "spool_dir",
+            "instance",
             "telemetry",
-            "telemetry_from",
             "clock",
             "gpu_hour_usd",
         )
@@ -88,6 +91,8 @@ class ActionModule(ActionBase):
                     "point": d.point,
                     "search": d.doc,
                 }
+            if op == "run":
+                return {**result, **self._run(directory, identity_hash, spec, a, task_vars)}
             if op == "commit":
                 point = a.get("point")
                 if not isinstance(point, dict) or "key" not in point:
@@ -102,7 +107,7 @@ class ActionModule(ActionBase):
                     records_src=a.get("records_src"),
                     records_text=_b64_text(a.get("records_b64")),
                     records=a.get("records"),
-                    telemetry=_telemetry(a, task_vars),
+                    telemetry=_dict_or_none(a.get("telemetry"), "telemetry"),
                     clock=_dict_or_none(a.get("clock"), "clock"),
                     gpu_hour_usd=a.get("gpu_hour_usd"),
                 )
@@ -151,6 +156,87 @@ class ActionModule(ActionBase):
             **out,
         }
 
+    def _run(
+        self, directory: str, identity_hash: str, spec: search.SearchSpec | None, a: Any, task_vars: Any
+    ) -> dict[str, Any]:
+        """Measure and commit: the fixed ladder's ``points`` in one host call, or with a search one point per
+        call as the search names them (``next``) until it is done. Each returned point is committed at once;
+        the host spools each point as it ends (``spool_dir``), so a call cut short loses nothing."""
+        instance = str(a.get("instance") or directory)
+        # Unset options come as None (a nested dict cannot omit them): the module's defaults apply.
+        bench = {k: v for k, v in dict(a.get("bench") or {}).items() if v is not None}
+        spool = {"dir": str(a.get("spool_dir") or ""), "hash": identity_hash}
+        price = a.get("gpu_hour_usd")  # USD per GPU-hour for the points' cost figures; None: no cost
+        ran: list[str] = []
+        self._host_warnings: list[str] = []
+        if spec is None:
+            todo = list(a.get("points") or [])
+            if todo:
+                ran += self._measure(directory, instance, todo, bench, spool, task_vars, price)
+        else:
+            for _ in range(spec.iterations):
+                d = search.decide(directory, spec, _capacity(a), identity_hash, _baseline_dir(a))
+                if d.done or d.point is None:
+                    break
+                ran += self._measure(directory, instance, [d.point], bench, spool, task_vars, price)
+        warnings = {"warnings": self._host_warnings} if self._host_warnings else {}
+        return {"changed": bool(ran), "ran": ran, **warnings}
+
+    def _measure(
+        self,
+        directory: str,
+        instance: str,
+        todo: list[dict[str, Any]],
+        bench: dict[str, Any],
+        spool: dict[str, str],
+        task_vars: Any,
+        gpu_hour_usd: Any = None,
+    ) -> list[str]:
+        """One host call for ``todo``; commit what it returns, then fail on the point that failed."""
+        wanted = [{k: p.get(k) for k in ("key", "concurrency", "request_rate", "repeat")} for p in todo]
+        args = {**bench, "points": wanted, "spool": spool if spool["dir"] else None, "return_records": True}
+        sent = time.time()
+        res = self._execute_module(module_name=BENCH_MODULE, module_args=args, task_vars=task_vars)
+        clock = _call_clock(res, sent, time.time())
+        self._host_warnings += [str(w) for w in res.get("warnings") or []]
+        by_key = {str(p["key"]): p for p in todo}
+        meta = res.get("meta")
+        done: list[str] = []
+        for i, got in enumerate(res.get("points") or []):
+            key = str(got.get("key"))
+            if key not in by_key:
+                raise AnsibleActionFail(
+                    f"sglbench_points op=run: the host returned point {key!r}, not asked for"
+                )
+            resume.commit_point(
+                directory,
+                by_key[key],
+                outcome="ok",
+                summary=got.get("summary"),
+                meta=meta,
+                records=got.get("records"),
+                telemetry=_point_telemetry(res, got, i),
+                # A point kept from an earlier, cut-off call was not timed by this call's clocks.
+                clock=clock if "host_started" in clock or not got.get("spooled") else None,
+                gpu_hour_usd=gpu_hour_usd,
+            )
+            done.append(key)
+        failed_point = res.get("failed_point") if isinstance(res.get("failed_point"), dict) else None
+        if failed_point is None and not res.get("failed"):
+            return done
+        msg = str((failed_point or {}).get("msg") or res.get("msg") or "the benchmark call failed")
+        # The point that failed: the one the host names, else (the call itself failed) the first not done.
+        key = (
+            (failed_point or {}).get("key")
+            if failed_point
+            else next((k for k in by_key if k not in done), None)
+        )
+        if key in by_key:
+            resume.commit_point(directory, by_key[key], outcome="failed", error=msg)
+        raise AnsibleActionFail(
+            f"point {key or '(after ' + ', '.join(done) + ')'} of {instance} failed: {msg}"
+        )
+
 
 def _b64_text(value: Any) -> str | None:
     if not value:
@@ -161,25 +247,24 @@ def _b64_text(value: Any) -> str | None:
         raise AnsibleActionFail(f"sglbench_points: records_b64 is not base64 UTF-8 text: {err}") from err
 
 
-def _telemetry(args: Any, task_vars: Any) -> dict[str, Any] | None:
-    """The point's raw telemetry: ``telemetry`` (the document itself), or ``telemetry_from``, the name of the
-    registered benchmark result whose ``telemetry`` list holds it (read from the task's variables as they
-    are: templating a few hundred kB of series into the arguments costs Ansible about 0.2 s per point)."""
-    doc = _dict_or_none(args.get("telemetry"), "telemetry")
-    name = args.get("telemetry_from")
-    if doc is not None or not name:
-        return doc
-    result = (task_vars or {}).get(str(name))
-    if result is None:
-        return None
-    if not isinstance(result, dict):
-        raise AnsibleActionFail(f"sglbench_points: telemetry_from {name!r} is not a registered result")
-    docs = result.get("telemetry")
-    if not docs:
-        return None
-    if not isinstance(docs, list) or not isinstance(docs[0], dict):
-        raise AnsibleActionFail(f"sglbench_points: {name}.telemetry must be a list of objects, one per point")
-    return docs[0]
+def _call_clock(res: Any, sent: float, received: float) -> dict[str, Any]:
+    """The controller's send and receive times of one host call, with the host's own start and end of it
+    when the module says them (``clock`` of its result): what every point of the call is timed against."""
+    clock: dict[str, Any] = {"sent": sent, "received": received}
+    host = res.get("clock") if isinstance(res, dict) else None
+    if isinstance(host, dict):
+        clock.update(host_started=host.get("host_started"), host_ended=host.get("host_ended"))
+    return clock
+
+
+def _point_telemetry(res: Any, got: Any, index: int) -> dict[str, Any] | None:
+    """A returned point's raw telemetry: its own ``telemetry``, else the entry of the result's ``telemetry``
+    list at its position; None when the host sampled nothing."""
+    doc = got.get("telemetry") if isinstance(got, dict) else None
+    if doc is None:
+        docs = res.get("telemetry") if isinstance(res, dict) else None
+        doc = docs[index] if isinstance(docs, list) and index < len(docs) else None
+    return doc if isinstance(doc, dict) else None
 
 
 def _dict_or_none(value: Any, name: str) -> dict[str, Any] | None:

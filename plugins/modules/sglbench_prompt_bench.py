@@ -77,8 +77,8 @@ options:
     default: 3
   first_repeat:
     description:
-      - Index of the first repeat, for callers that run one repeat per call (the cycle commits each point
-        on the controller as it completes). Repeat r always uses seed I(seed)+r and is labelled r.
+      - Index of the first repeat, for callers that run one repeat per call. Repeat r always uses seed
+        I(seed)+r and is labelled r.
     type: int
     default: 0
   warmup:
@@ -143,13 +143,33 @@ options:
         module warns.
       - Keys C(unit), C(invocation_id), C(run_id), C(controller), C(dir) (default C(/run/sglbench)).
     type: dict
+  points:
+    description:
+      - The points to measure, in order, each a dict with C(key) (its name, e.g. C(c4-r1)), C(concurrency),
+        C(request_rate) and C(repeat). Replaces I(concurrency), I(request_rate), I(repeats) and
+        I(first_repeat); the result then holds one entry per point in C(points).
+      - Every point is measured alone (its own warmup, cache flushes and seed I(seed)+repeat), as one call per
+        point would measure it; one call for a whole ladder saves a host round trip per point.
+      - A point that fails ends the call; the points measured before it are returned, the failure in
+        C(failed_point).
+    type: list
+    elements: dict
+  spool:
+    description:
+      - With I(points), keep each measured point on the host (C(module_utils/sglbench_hostlib/point_spool)) in
+        C(spool.dir) under C(spool.hash) (the attempt's identity hash) before the next one starts, and
+        return a point found there (same key and hash) instead of measuring it again, so a controller that
+        died or lost its connection mid-call loses nothing. Spooled points not in I(points) are removed
+        first (the controller committed them).
+      - Keys C(dir), C(hash).
+    type: dict
   records_path:
     description: Host path for the per-request records (JSON lines, written atomically). Omit to skip them.
     type: path
   return_records:
     description:
       - Also return the per-request records in the result (C(records)), which saves a C(fetch) round trip
-        when the caller stores them on the controller (the cycle does, one point per call).
+        when the caller stores them on the controller (the cycle does, with I(points)).
     type: bool
     default: false
 extends_documentation_fragment:
@@ -198,11 +218,33 @@ records:
   type: list
   elements: dict
   returned: when I(return_records) is true
+points:
+  description:
+    - With I(points), one entry per point measured (or found in the spool), in order; C(key), C(summary) (the
+      point's entry of the summary document), C(records) (its per-request rows) and C(spooled) (true when it
+      was measured by an earlier call that did not return).
+  type: list
+  elements: dict
+  returned: when I(points) is given
+meta:
+  description: With I(points), the run meta of the summary document (server facts, client), once for all.
+  type: dict
+  returned: when I(points) is given
+failed_point:
+  description:
+    - With I(points), the point that failed (C(key), C(msg)); the points after it were not measured. C(key) is
+      null when the points were measured but the last could not be kept in the spool.
+  type: dict
+  returned: when a point of I(points) failed
 """
 
 import contextlib
+import dataclasses
+import time
+from collections.abc import Callable
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.sglbench_hostlib import point_spool
 from ansible.module_utils.sglbench_hostlib.atomic_file import write_atomic
 from ansible.module_utils.sglbench_hostlib.host_guard import (
     Campaign,
@@ -228,7 +270,7 @@ from ansible.module_utils.sglbench_hostlib.loadgen import (
 )
 from ansible.module_utils.sglbench_hostlib.metrics import Slo
 from ansible.module_utils.sglbench_hostlib.prompts import PromptError, prompts_from_params, synthetic_prompts
-from ansible.module_utils.sglbench_hostlib.result_schema import note_ended_client
+from ansible.module_utils.sglbench_hostlib.result_schema import LOAD_S, note_ended_client
 from ansible.module_utils.sglbench_hostlib.systemd_unit import read_unit_state
 
 
@@ -262,6 +304,8 @@ def build_module() -> AnsibleModule:
             "procs": {"type": "int", "default": 1},
             "max_error_rate": {"type": "float", "default": 0.0},
             "guard": {"type": "dict"},
+            "points": {"type": "list", "elements": "dict"},
+            "spool": {"type": "dict"},
             "records_path": {"type": "path"},
             "return_records": {"type": "bool", "default": False},
         },
@@ -325,39 +369,134 @@ def summary_of(result: CampaignResult, lease: Lease | None) -> dict:
     return summary
 
 
+def todo_points(p: dict) -> list[tuple[str, LoadPoint, int]]:
+    """I(points) as (key, load point, repeat); ValueError names the entry that is not one."""
+    todo = []
+    for i, entry in enumerate(p["points"] or []):
+        try:
+            key = point_spool.check_key(str(entry["key"]))
+            rate = entry.get("request_rate")
+            conc = entry.get("concurrency")
+            point = LoadPoint(
+                concurrency=int(conc) if conc not in (None, "", 0) else None,
+                request_rate=float(rate) if rate not in (None, "") else None,
+            )
+            repeat = int(entry.get("repeat") or 0)
+        except (KeyError, TypeError, ValueError) as err:
+            raise ValueError(
+                f"points[{i}] ({entry!r}) is not a point (key, concurrency, request_rate, repeat): {err}"
+            ) from None
+        if point.concurrency is None and point.request_rate is None:
+            raise ValueError(f"points[{i}] ({key}) has neither concurrency nor request_rate")
+        todo.append((key, point, repeat))
+    return todo
+
+
+def point_specs(spec: BenchSpec, todo: list[tuple[str, LoadPoint, int]]) -> list[tuple[str, BenchSpec]]:
+    """One spec per point of ``todo``: that point alone, its repeat, at most one client process per request
+    slot of a closed-loop point (the ladder starts at c1); each validated before anything is sent."""
+    out = []
+    for key, point, repeat in todo:
+        procs = min(spec.procs, point.concurrency) if point.concurrency else spec.procs
+        one = dataclasses.replace(spec, points=[point], repeats=1, first_repeat=repeat, procs=procs)
+        one.validate()
+        out.append((key, one))
+    return out
+
+
+# How long a point whose requests failed waits for the server's unit to show that it ended (a crashing
+# server fails its requests a moment before systemd sees its main process exit).
+SETTLE_S = 2.0
+
+
+def server_ended(unit: str, invocation_id: str, wait_s: float = 0.0, step_s: float = 0.2) -> str | None:
+    """Why the server of this start can no longer answer (its unit ended or was started again), or None
+    while it runs; with ``wait_s``, polls that long for an end before saying None."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            state = read_unit_state(unit)
+        except RuntimeError:
+            return None  # cannot tell: the requests' own errors say what happened
+        if state.ended or (invocation_id and state.invocation_id != invocation_id):
+            return state.describe()
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(step_s)
+
+
+def _failed_requests(summary: dict) -> str:
+    reasons = [r for r in summary.get("invalid_reasons") or [] if "requests failed" in str(r)]
+    return str(reasons[0]) if reasons else f"{summary.get('n_err')} requests failed"
+
+
+def measure_points(
+    specs: list[tuple[str, BenchSpec]],
+    spool: dict,
+    lease: Lease | None,
+    ended: Callable[[float], str | None] = lambda wait_s: None,
+) -> tuple[list[dict], dict | None, dict | None]:
+    """Each point alone, in order: from the spool when an earlier call measured it, else measured and
+    spooled before the next starts. Returns (points, meta, failed): a failure ends the loop.
+
+    ``ended(wait_s)`` says why the server can no longer answer (None while it runs). It is asked before each
+    point, and after a point whose requests failed: a point none of whose requests succeeded because the
+    server died is a failed point, not a measurement; one that measured some before the server died is kept
+    (invalid, its failed requests counted) and the call ends there."""
+    sdir, shash = str(spool.get("dir") or ""), str(spool.get("hash") or "")
+    if sdir:
+        point_spool.prune(sdir, {key for key, _s in specs}, shash)
+    out: list[dict] = []
+    meta = None
+    for key, one in specs:
+        found = point_spool.read_spooled(sdir, key, shash) if sdir else None
+        if found is not None:
+            out.append({**found, "spooled": True})
+            meta = meta or found.get("meta")
+            continue
+        gone = ended(0.0)
+        if gone:
+            return out, meta, {"key": key, "msg": f"the server is gone before point {key}: {gone}"}
+        started = time.monotonic()
+        try:
+            result = run_campaign(one)
+        except LoadgenError as err:
+            return out, meta, {"key": key, "msg": f"prompt benchmark against {one.url} failed: {err}"}
+        summary = summary_of(result, lease)
+        # The load generator's whole run for the point (cache flushes, warm-up, measured window, counters):
+        # the load the campaign chose to send, told apart from its own overhead (python/sglbench/overhead.py).
+        point = {**summary["points"][0], LOAD_S: round(time.monotonic() - started, 4)}
+        gone = ended(SETTLE_S) if point.get("n_err") else None
+        if gone and not point.get("n_ok"):
+            msg = f"the server exited during point {key} ({_failed_requests(point)}): {gone}"
+            return out, meta, {"key": key, "msg": msg}
+        entry = {"key": key, "summary": point, "meta": summary.get("meta"), "records": record_rows(result)}
+        meta = meta or entry["meta"]
+        out.append({**entry, "spooled": False})
+        if sdir:
+            try:
+                point_spool.write_spooled(sdir, key, shash, entry)
+            except (OSError, ValueError) as err:  # returned all the same; nothing more is measured unkept
+                return out, meta, {"key": None, "msg": f"cannot keep point {key} in the spool {sdir}: {err}"}
+        if gone:
+            return out, meta, {"key": None, "msg": f"the server exited during point {key}: {gone}"}
+    return out, meta, None
+
+
 def run(module: AnsibleModule) -> None:
     p = module.params
     if module.check_mode:
         module.exit_json(changed=False, skipped=True, msg="check mode: the benchmark was not run")
+        return
+    if p["points"]:
+        run_points(module)
         return
     try:
         if p["synthetic_input_len"] is not None:
             prompt_list = synthetic_prompts(64, p["synthetic_input_len"], p["seed"])
         else:
             prompt_list = prompts_from_params(p["prompts"])
-        spec = BenchSpec(
-            url=p["url"],
-            prompts=prompt_list,
-            points=load_points(p, module),
-            api=p["api"],
-            model=p["model"],
-            sampling=SamplingSpec(
-                max_new_tokens=p["max_new_tokens"], temperature=p["temperature"], ignore_eos=p["ignore_eos"]
-            ),
-            num_prompts=p["num_prompts"] or (10**9 if p["duration"] else 200),
-            duration_s=p["duration"],
-            warmup=p["warmup"],
-            repeats=p["repeats"],
-            first_repeat=p["first_repeat"],
-            seed=p["seed"],
-            flush_cache=p["flush_cache"],
-            api_key=p["api_key"],
-            request_timeout_s=p["request_timeout"],
-            slo=Slo(ttft_ms=p["slo_ttft_ms"], tpot_ms=p["slo_tpot_ms"], e2e_ms=p["slo_e2e_ms"]),
-            simulated=p["simulated"],
-            procs=p["procs"],
-            max_error_rate=p["max_error_rate"],
-        )
+        spec = bench_spec(p, prompt_list, load_points(p, module))
         spec.validate()
         with guarded(p) as lease:
             if lease is not None and lease.takeover is not None:
@@ -386,6 +525,67 @@ def run(module: AnsibleModule) -> None:
         records_path=p["records_path"],
         n_records=len(rows),
         **extra,
+    )
+
+
+def bench_spec(p: dict, prompt_list: list, points: list) -> BenchSpec:
+    """The load generator's spec from the module parameters."""
+    return BenchSpec(
+        url=p["url"],
+        prompts=prompt_list,
+        points=points,
+        api=p["api"],
+        model=p["model"],
+        sampling=SamplingSpec(
+            max_new_tokens=p["max_new_tokens"], temperature=p["temperature"], ignore_eos=p["ignore_eos"]
+        ),
+        num_prompts=p["num_prompts"] or (10**9 if p["duration"] else 200),
+        duration_s=p["duration"],
+        warmup=p["warmup"],
+        repeats=p["repeats"],
+        first_repeat=p["first_repeat"],
+        seed=p["seed"],
+        flush_cache=p["flush_cache"],
+        api_key=p["api_key"],
+        request_timeout_s=p["request_timeout"],
+        slo=Slo(ttft_ms=p["slo_ttft_ms"], tpot_ms=p["slo_tpot_ms"], e2e_ms=p["slo_e2e_ms"]),
+        simulated=p["simulated"],
+        procs=p["procs"],
+        max_error_rate=p["max_error_rate"],
+    )
+
+
+def run_points(module: AnsibleModule) -> None:
+    """I(points): each point alone, spooled as it ends; the result holds one entry per point."""
+    p = module.params
+    try:
+        todo = todo_points(p)
+        if p["synthetic_input_len"] is not None:
+            prompt_list = synthetic_prompts(64, p["synthetic_input_len"], p["seed"])
+        else:
+            prompt_list = prompts_from_params(p["prompts"])
+        specs = point_specs(bench_spec(p, prompt_list, [todo[0][1]]), todo)
+        with guarded(p) as lease:
+            if lease is not None and lease.takeover is not None:
+                module.warn(f"{p['url']}: {lease.takeover.describe()}")
+            g = p["guard"] or {}
+            unit, invocation = str(g.get("unit") or ""), str(g.get("invocation_id") or "")
+
+            def ended(wait_s: float) -> str | None:
+                return server_ended(unit, invocation, wait_s) if unit else None
+
+            points, meta, failed = measure_points(specs, p["spool"] or {}, lease, ended)
+    except GuardRefused as err:
+        module.fail_json(msg=f"prompt benchmark against {p['url']} refused: {err}", url=p["url"], guard=True)
+        return
+    except (LoadgenError, PromptError, ValueError) as err:
+        module.fail_json(msg=f"prompt benchmark against {p['url']} failed: {err}", url=p["url"], api=p["api"])
+        return
+    for point in points:
+        point.pop("meta", None)
+    extra = {"failed_point": failed} if failed else {}
+    module.exit_json(
+        changed=False, points=points, meta=meta, n_records=sum(len(x["records"]) for x in points), **extra
     )
 
 

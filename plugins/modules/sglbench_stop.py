@@ -73,6 +73,11 @@ options:
     description: Path or name of nvidia-smi.
     type: str
     default: nvidia-smi
+  spool_dir:
+    description:
+      - A benchmark spool (C(module_utils/sglbench_hostlib/point_spool)) whose points the controller has
+        committed, removed after the stop. Omit to keep every spool.
+    type: path
   journal:
     description: The start whose journal to read before stopping; omit to read none.
     type: dict
@@ -157,9 +162,14 @@ journal:
     - When the journal cannot be read, C(error) says why; the stop goes on.
   type: dict
   returned: always
+spool_removed:
+  description: Whether I(spool_dir) existed and was removed.
+  type: bool
+  returned: success
 """
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.sglbench_hostlib import point_spool
 from ansible.module_utils.sglbench_hostlib.gpu_free import FreeSpec, HostOps, wait_free
 from ansible.module_utils.sglbench_hostlib.host_guard import Campaign, GuardRefused, clear_orphans
 from ansible.module_utils.sglbench_hostlib.nvidia_smi import NvidiaSmiError
@@ -201,6 +211,7 @@ def build_module() -> AnsibleModule:
             "interval": {"type": "float", "default": 0.2},
             "nvidia_smi": {"type": "str", "default": "nvidia-smi"},
             "journal": {"type": "dict", "options": journal},
+            "spool_dir": {"type": "path"},
         },
         supports_check_mode=True,
     )
@@ -293,7 +304,10 @@ def run(module: AnsibleModule) -> None:
         module.fail_json(msg=f"cannot check GPU memory: {err}", **out)
         return
     out.update(freed.as_dict())
-    out["changed"] = bool(out["target_stopped"] or freed.killed or guard.killed)
+    out["spool_removed"] = (
+        bool(p["spool_dir"]) and not module.check_mode and point_spool.remove_dir(p["spool_dir"])
+    )
+    out["changed"] = bool(out["target_stopped"] or freed.killed or guard.killed or out["spool_removed"])
     if freed.free:
         module.exit_json(**out)
     module.fail_json(msg=freed.failure_message(spec), **out)

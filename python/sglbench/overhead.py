@@ -9,8 +9,11 @@ cycle's phase-entry timestamps (controller clock, ``python/sglbench/cycle.py``):
           bench                    journal+stop                   record
 
 The server's own time is taken out of two of them: ``time_to_ready_s`` (unit start to ready) from
-start+health, and the measured load (the points' ``duration_s``) from bench. What remains in each is
-the campaign's overhead in that phase (Ansible round trips, controller work). journal+stop is the final
+start+health, and the load from bench: each point's ``load_s`` (the load generator's whole run for it on
+the host: cache flushes, warm-up requests, the measured window and the counter reads: the load the
+benchmark settings ask for), or its measured window ``duration_s`` where a point has no ``load_s`` (older
+records). What remains in each is the campaign's overhead in that phase (Ansible round trips, controller
+work). journal+stop is the final
 stop, which reads the journal of the start it ends first; it runs before the record is written.
 
 What follows the record (the report, then the next attempt's begin) is in no record: it is the gap from
@@ -112,8 +115,8 @@ def attempt_overhead(
 
 
 def record_overhead(rec: AttemptRecord, final_s: float | None = None) -> Overhead:
-    """:func:`attempt_overhead` of one record, its load the sum of its points' measured durations."""
-    durations = [p.duration_s for b in rec.benchmarks for p in b.points]
+    """:func:`attempt_overhead` of one record, its load the sum of its points' load generator runs."""
+    durations = [p.load_s if p.load_s is not None else p.duration_s for b in rec.benchmarks for p in b.points]
     known = [d for d in durations if d is not None and math.isfinite(d)]
     load = math.fsum(known) if len(known) == len(durations) else None
     failed_before_start = rec.failure is not None and rec.failure.phase in NO_SERVER_PHASES

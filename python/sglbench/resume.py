@@ -434,9 +434,13 @@ def point_telemetry(
 ) -> dict[str, Any]:
     """The figures of one point's telemetry (:func:`sglbench.telemetry.derive.derive`), the host/controller
     offset estimated from ``clock`` (``{"sent", "received"}``, controller epoch seconds of the call) and
-    the host's own start/end of it; unknown without ``clock``. A document the figures cannot be derived
-    from still commits its point: the figures are then ``{"error": ...}``."""
+    the host's own start/end of that call: ``clock``'s ``host_started``/``host_ended`` when it has them (a
+    point the host kept from an earlier, cut-off call carries that call's times, which the controller's
+    do not bracket), else the document's ``clock``; unknown without ``clock``. A document the figures
+    cannot be derived from still commits its point: the figures are then ``{"error": ...}``."""
     host = raw.get("clock") if isinstance(raw.get("clock"), Mapping) else {}
+    if isinstance(clock, Mapping) and clock.get("host_started") is not None:
+        host = clock
     if isinstance(clock, Mapping):
         off = telemetry_clock.estimate(
             clock.get("sent"), clock.get("received"), host.get("host_started"), host.get("host_ended")

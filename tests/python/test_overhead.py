@@ -50,6 +50,16 @@ def test_an_ok_attempt_is_split_by_phase_and_the_phases_add_up_to_the_overhead()
     assert (o.host, o.instance) == ("gpu1", "ar-tp1")
 
 
+def test_a_points_whole_load_generator_run_counts_as_load_where_the_record_has_it() -> None:
+    # 0.2 s of each point was cache flushes and warm-up around its 5 s window: load, not overhead
+    pts = [point(1, 0, 100.0, duration_s=5.0), point(2, 0, 180.0, duration_s=5.0)]
+    o = record_overhead(_rec(benchmark=bench([{**p, "load_s": 5.2} for p in pts])))
+    assert o.total_s == pytest.approx(7.5 - 0.4) and o.phases["bench"] == pytest.approx(0.5 - 0.4)
+    # a point without it (older records) counts its measured window
+    mixed = record_overhead(_rec(benchmark=bench([{**pts[0], "load_s": 5.2}, pts[1]])))
+    assert mixed.total_s == pytest.approx(7.5 - 0.2)
+
+
 def test_a_record_that_ends_at_the_bench_has_no_split_of_bench_stop_and_record() -> None:
     o = record_overhead(_rec(STOP_AFTER_RECORD))
     assert o.total_s == pytest.approx(7.5)

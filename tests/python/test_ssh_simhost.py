@@ -6,14 +6,19 @@ listener is stopped and every sshd session process is killed (the campaign's con
 way a network cut or an sshd restart ends a real connection. The benchmark client on the host outlives
 its connection, as a real one does.
 
-- sshd back within ssh's retries (ansible.cfg: pauses 0, 1, 3, 7, 15 s): Ansible runs the point again on
-  a fresh connection, the host guard ends the cut-off client first (it can never deliver its result), and
-  the point is measured afresh: the campaign completes, the committed point's requests all start after
-  the cut, it names the client it replaced (``ended_client``), nothing of the cut client is committed;
+The ladder's points are one host call, which keeps each finished point in the host's spool
+(python/sglbench/hostlib/point_spool.py) until the controller has committed it.
+
+- sshd back within ssh's retries (ansible.cfg: pauses 0, 1, 3, 7, 15 s): Ansible runs the call again on
+  a fresh connection, the host guard ends the cut-off client first (it can never deliver its result), the
+  point it had finished comes from the spool as it was, and the cut point is measured afresh: the
+  campaign completes, the cut point's requests all start after the cut, it names the client it replaced
+  (``ended_client``), nothing the cut client measured of it is committed;
 - sshd down past the retries: the host is unreachable, `sglbench run` exits 2 naming the attempt, phase
-  and task it cut; the point is not committed, the server is still up (nobody can reach the host to stop
-  it), the run stays resumable; once sshd is back the next `sglbench run` resumes the run in place, its
-  stop phase stops that server and frees the GPUs, and it measures the missing point.
+  and task it cut; nothing is committed, the server is still up (nobody can reach the host to stop it),
+  the run stays resumable; once sshd is back the next `sglbench run` resumes the run in place, its stop
+  phase stops that server and frees the GPUs, and its call returns what the cut-off call had spooled and
+  measures whatever is missing.
 """
 
 from __future__ import annotations
@@ -92,9 +97,16 @@ def _start_sshd(name: str) -> None:
     assert started.returncode == 0, started.stderr
 
 
+def _spooled(name: str) -> dict[str, dict[str, Any]]:
+    """The points the host keeps for the attempt (its spool), by key: each as the call measured it."""
+    out = sh.host(name, "sh", "-c", f"cat /run/sglbench/spool/*-{INSTANCE}/*.json 2>/dev/null")
+    docs = [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
+    return {d["key"]: d["point"] for d in docs}
+
+
 def _second_point_running(c: Campaign, log: Path) -> dict[str, Any]:
-    """Wait until c1-r0 is committed and the client of c1-r1 holds the bench lock; that holder."""
-    sh.wait_for(lambda: "c1-r0" in c.committed(log) and _holder(NAME) is not None, 400, "point c1-r1", log)
+    """Wait until the host spooled c1-r0 and the client (now on c1-r1) holds the bench lock; that holder."""
+    sh.wait_for(lambda: "c1-r0" in _spooled(NAME) and _holder(NAME) is not None, 400, "point c1-r1", log)
     holder = _holder(NAME)
     assert holder is not None
     time.sleep(1.0)  # inside the point
@@ -121,7 +133,7 @@ def test_a_connection_cut_mid_point_is_retried_and_the_point_measured_again(sim:
     proc, log = c.start(LONG)
     try:
         cut_client = _second_point_running(c, log)
-        before = json.loads((c.points(log) / "c1-r0.json").read_text())
+        before = _spooled(NAME)["c1-r0"]["summary"]
         cut_at = time.time()
         _cut_connections(NAME)
         time.sleep(2.0)  # inside the retry window
@@ -138,8 +150,9 @@ def test_a_connection_cut_mid_point_is_retried_and_the_point_measured_again(sim:
     rec = _record(run)
     assert rec["outcome"] == "ok", rec.get("failure")
     assert [(p["point"], p["repeat"]) for p in rec["benchmark"]["points"]] == [("c1", 0), ("c1", 1)]
-    # the point committed before the cut is untouched
-    assert json.loads((c.points(log) / "c1-r0.json").read_text()) == before
+    # the point finished before the cut is committed as the cut-off call measured it (from the spool)
+    assert json.loads((c.points(log) / "c1-r0.json").read_text())["summary"]["t0_unix"] == before["t0_unix"]
+    assert before["t0_unix"] < cut_at
     # the cut point was measured again by a new client. The cut-off client is gone either way: the
     # rerun's host guard ended it (and says so), or it had already ended by itself when its SSH session
     # died (a race the campaign does not control; then there is nothing to end and nothing is claimed).
@@ -168,6 +181,7 @@ def test_a_connection_down_past_the_retries_stops_cleanly_and_the_next_run_resum
     proc, log = c.start()
     try:
         _second_point_running(c, log)
+        before = _spooled(NAME)["c1-r0"]["summary"]
         _cut_connections(NAME)
         code = proc.wait(600)  # sshd stays down: every retry is refused
     finally:
@@ -182,15 +196,18 @@ def test_a_connection_down_past_the_retries_stops_cleanly_and_the_next_run_resum
         -3000:
     ]
     assert _meta(run)["status"] in runner.RESUMABLE, _meta(run)
-    assert c.committed(log) == {"c1-r0"}  # the cut point is not committed, the one before it is kept
+    assert c.committed(log) == set()  # the call never returned; the host keeps what it measured
+    assert "c1-r0" in _spooled(NAME)
     assert not sh.gpus_free(NAME)  # nobody could reach the host to stop its server
     code, text = _resume(c)
     assert code in (0, 1) and c.run_dir(c.tmp / f"run{c.n}.log") == run, text[-3000:]
     rec = _record(run)
     assert rec["outcome"] == "ok", rec.get("failure")
     assert sorted(c.committed(log)) == KEYS
-    assert rec["benchmark"]["resume"]["reused"] == ["c1-r0"]
-    assert rec["benchmark"]["resume"]["measured"] == ["c1-r1"]
+    assert rec["benchmark"]["resume"]["reused"] == [] and rec["benchmark"]["resume"]["measured"] == KEYS
+    # c1-r0 as the cut-off call measured it, not again
+    assert json.loads((c.points(log) / "c1-r0.json").read_text())["summary"]["t0_unix"] == before["t0_unix"]
+    assert _spooled(NAME) == {}  # committed: the final stop removed the spool
     assert sh.gpus_free(NAME) and not sh.bench_clients(NAME)
 
 

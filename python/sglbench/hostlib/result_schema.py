@@ -386,6 +386,11 @@ class Distribution:
 ENDED_CLIENT = "ended_client"
 
 
+# Key in a point of a benchmark summary measured with the module's ``points`` option: the load generator's
+# whole run for the point on the host (cache flushes, warm-up, measured window, counter reads), in seconds.
+LOAD_S = "load_s"
+
+
 def note_ended_client(summary: Mapping[str, Any], ended: Mapping[str, Any]) -> dict[str, Any]:
     """The benchmark summary with ``ended`` under :data:`ENDED_CLIENT` in each of its points."""
     points = [{**p, ENDED_CLIENT: dict(ended)} for p in summary.get("points") or []]
@@ -445,6 +450,7 @@ class BenchPoint:
     invalid_reasons: list[str] = field(default_factory=list)
     seed: int | None = None
     ended_client: dict[str, Any] | None = None  # ENDED_CLIENT: measured after ending a cut-off client
+    load_s: float | None = None  # LOAD_S: the load generator's whole run for the point
     telemetry: PointTelemetry | None = None  # figures derived on the controller at commit; None: not sampled
 
     def dist(self, key: str) -> Distribution:
@@ -473,6 +479,7 @@ class BenchPoint:
             invalid_reasons=[str(x) for x in r.list_("invalid_reasons")],
             seed=r.int_("seed"),
             ended_client=r.dict_(ENDED_CLIENT) or None,
+            load_s=r.float_(LOAD_S),
             telemetry=PointTelemetry.from_reader(tel) if (tel := r.sub("telemetry")) is not None else None,
         )
 

@@ -68,19 +68,33 @@ def _table(block: Any) -> tuple[list[str], list[Sequence[Any]]]:
     return cols, rows
 
 
+def gpu_columns(raw: Mapping[str, Any], columns: Sequence[str]) -> dict[str, dict[int, ser.Series]]:
+    """Several GPU columns in one pass over the rows: column -> GPU index -> clean series (a GPU with no
+    usable sample of a column is absent from it; a column the document lacks maps to ``{}``)."""
+    cols, rows = _table(raw.get("gpu"))
+    if "t" not in cols or "gpu" not in cols:
+        return {c: {} for c in columns}
+    it, ig = cols.index("t"), cols.index("gpu")
+    wanted = [(c, cols.index(c)) for c in columns if c in cols]
+    samples: dict[str, dict[int, list[tuple[Any, Any]]]] = {c: {} for c, _ in wanted}
+    for r in rows:
+        g = r[ig]
+        if isinstance(g, float) and g.is_integer():
+            g = int(g)
+        if not isinstance(g, int) or isinstance(g, bool):
+            continue
+        t = r[it]
+        for c, i in wanted:
+            samples[c].setdefault(g, []).append((t, r[i]))
+    out: dict[str, dict[int, ser.Series]] = {c: {} for c in columns}
+    for c, by_gpu in samples.items():
+        out[c] = {g: s for g, s in ((g, ser.clean(v)) for g, v in by_gpu.items()) if s}
+    return out
+
+
 def gpu_series(raw: Mapping[str, Any], column: str) -> dict[int, ser.Series]:
     """One GPU column as a clean series per GPU index (GPUs with no usable sample are absent)."""
-    cols, rows = _table(raw.get("gpu"))
-    if "t" not in cols or "gpu" not in cols or column not in cols:
-        return {}
-    it, ig, iv = cols.index("t"), cols.index("gpu"), cols.index(column)
-    by_gpu: dict[int, list[tuple[Any, Any]]] = {}
-    for r in rows:
-        g = _num(r[ig])
-        if g is not None and g.is_integer():
-            by_gpu.setdefault(int(g), []).append((r[it], r[iv]))
-    out = {g: ser.clean(samples) for g, samples in by_gpu.items()}
-    return {g: s for g, s in out.items() if s}
+    return gpu_columns(raw, [column])[column]
 
 
 def throttle_series(raw: Mapping[str, Any]) -> dict[int, ser.Series]:
@@ -193,7 +207,8 @@ def derive(
     seconds = end - start
     sampling = raw.get("sampling") if isinstance(raw.get("sampling"), Mapping) else {}
     assert isinstance(sampling, Mapping)
-    power = gpu_series(raw, "power_w")
+    table = gpu_columns(raw, ("power_w", "sm_util_pct", "sm_clock_mhz", "mem_used_mib", "temp_c"))
+    power = table["power_w"]
     listed = [int(g) for g in sampling.get("gpus") or [] if _num(g) is not None]
     gpus = sorted(set(listed) or set(power))
     gpu_interval = (_num(sampling.get("gpu_interval_ms")) or 200.0) / 1000.0
@@ -222,12 +237,12 @@ def derive(
     peaks = [ser.peak(ser.cut(power[g], start, end)) for g in gpus if power.get(g)]
 
     def gpu_mean(column: str) -> float | None:
-        means = [ser.time_mean(ser.cut(s, start, end)) for s in gpu_series(raw, column).values()]
+        means = [ser.time_mean(ser.cut(s, start, end)) for s in table[column].values()]
         vals = [m for m in means if m is not None]
         return _round(sum(vals) / len(vals)) if vals else None
 
     def gpu_peak(column: str) -> float | None:
-        vals = [ser.peak(ser.cut(s, start, end)) for s in gpu_series(raw, column).values()]
+        vals = [ser.peak(ser.cut(s, start, end)) for s in table[column].values()]
         return _round(max((v for v in vals if v is not None), default=None) if vals else None)
 
     # Throttling: the union over GPUs, step-wise (a mask holds until the next sample).

@@ -4,6 +4,8 @@ calls them, on the controller, until the search says done."""
 from __future__ import annotations
 
 import importlib.util
+import json
+import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -129,6 +131,99 @@ def test_a_speculative_search_reads_its_baselines_levels_through_the_action(
     assert x["levels"] == [3] and [p["key"] for p in out["points"]] == measured  # the record lists them
 
 
+class _Host:
+    """The benchmark module as the host would answer ``op=run``'s calls: rows from ``ttft_s(point)``, an
+    optional point that fails, and every call's arguments kept."""
+
+    def __init__(self, ttft_s: Any = lambda p: 0.05, fail_key: str | None = None) -> None:
+        self.calls: list[dict[str, Any]] = []
+        self.ttft_s, self.fail_key = ttft_s, fail_key
+
+    def __call__(
+        self, module_name: str, module_args: dict[str, Any], task_vars: Any = None
+    ) -> dict[str, Any]:
+        assert module_name == "sglbench_prompt_bench"
+        self.calls.append(module_args)
+        out: list[dict[str, Any]] = []
+        for p in module_args["points"]:
+            if p["key"] == self.fail_key:
+                return {"points": out, "meta": {"url": "u"}, "failed_point": {"key": p["key"], "msg": "boom"}}
+            summary = {"n_err": 0, "valid": True, "client": {"wall_s": 1.0}, "point": f"c{p['concurrency']}"}
+            out.append(
+                {"key": p["key"], "summary": summary, "records": _rows(self.ttft_s(p)), "spooled": False}
+            )
+        return {"points": out, "meta": {"url": "u"}, "warnings": ["a cut-off client was ended"]}
+
+
+def _run(monkeypatch: pytest.MonkeyPatch, host: _Host, **args: Any) -> dict[str, Any]:
+    am = object.__new__(action.ActionModule)
+    am._task = SimpleNamespace(args=args, check_mode=False)
+    monkeypatch.setattr(action.ActionBase, "run", lambda self, tmp=None, task_vars=None: {})
+    am._execute_module = host  # type: ignore[method-assign]
+    out: dict[str, Any] = am.run(task_vars={})
+    return out
+
+
+def test_run_measures_the_ladder_in_one_host_call_and_commits_every_point(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    load = {"concurrency": [1, 2], "repeats": 2}
+    common = {"dir": str(tmp_path), "identity_hash": IDENTITY, "load": load}
+    plan = _call(monkeypatch, op="plan", fresh=False, **common)
+    host = _Host()
+    bench = {"url": "http://127.0.0.1:1", "api_key": None, "warmup": 2, "duration": None}
+    out = _run(monkeypatch, host, op="run", points=plan["todo"], bench=bench, spool_dir="/run/x", **common)
+    keys = [p["key"] for p in plan["todo"]]
+    assert out["ran"] == keys == ["c1-r0", "c1-r1", "c2-r0", "c2-r1"] and len(host.calls) == 1
+    call = host.calls[0]
+    assert "api_key" not in call and "duration" not in call and call["warmup"] == 2  # unset = module default
+    assert call["spool"] == {"dir": "/run/x", "hash": IDENTITY} and call["return_records"] is True
+    assert [p["key"] for p in call["points"]] == keys
+    assert out["warnings"] == ["a cut-off client was ended"]
+    again = _call(monkeypatch, op="plan", fresh=False, **common)
+    assert again["todo"] == [] and again["done"] == keys  # every point committed
+
+
+def test_run_commits_the_points_before_a_failed_one_and_fails_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    common = {"dir": str(tmp_path), "identity_hash": IDENTITY, "load": {"concurrency": [1, 2], "repeats": 1}}
+    plan = _call(monkeypatch, op="plan", fresh=False, **common)
+    with pytest.raises(AnsibleActionFail, match=r"^point c2-r0 of ar-tp1 failed: boom$"):
+        _run(monkeypatch, _Host(fail_key="c2-r0"), op="run", points=plan["todo"], instance="ar-tp1", **common)
+    docs = {p.stem: p.read_text() for p in (tmp_path / "points").glob("*.json")}
+    assert sorted(docs) == ["c1-r0", "c2-r0"]
+    assert '"outcome":"ok"' in docs["c1-r0"].replace(" ", "") and '"error":"boom"' in docs["c2-r0"].replace(
+        " ", ""
+    )
+    again = _call(monkeypatch, op="plan", fresh=False, **common)
+    assert [p["key"] for p in again["todo"]] == ["c2-r0"]  # the failed point is measured again
+
+
+def test_run_fails_a_whole_call_on_its_first_point(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    common = {"dir": str(tmp_path), "identity_hash": IDENTITY, "load": {"concurrency": [1], "repeats": 2}}
+    plan = _call(monkeypatch, op="plan", fresh=False, **common)
+
+    def refused(module_name: str, module_args: dict[str, Any], task_vars: Any = None) -> dict[str, Any]:
+        return {"failed": True, "msg": "refused: another benchmark holds the lock"}
+
+    with pytest.raises(AnsibleActionFail, match=r"point c1-r0 of .* failed: refused: another"):
+        _run(monkeypatch, refused, op="run", points=plan["todo"], **common)  # type: ignore[arg-type]
+    assert [p.stem for p in (tmp_path / "points").glob("*.json")] == ["c1-r0"]
+
+
+def test_run_drives_a_search_one_host_call_per_level_until_it_is_done(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    common = {"dir": str(tmp_path), "identity_hash": IDENTITY, "load": LOAD}
+    _call(monkeypatch, op="plan", fresh=False, **common)
+    host = _Host(ttft_s=lambda p: 0.1 * p["concurrency"])  # 5 in flight meet 500 ms, 6 do not
+    out = _run(monkeypatch, host, op="run", points=[], capacity=CAPACITY, **common)
+    assert all(len(c["points"]) == 1 for c in host.calls) and len(out["ran"]) == len(host.calls) > 2
+    done = _call(monkeypatch, op="next", capacity=CAPACITY, **common)
+    assert done["done"] and done["search"]["limit"] == 5
+
+
 def test_commit_takes_telemetry_clock_and_price_as_the_playbook_passes_them(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -159,28 +254,54 @@ def test_commit_takes_telemetry_clock_and_price_as_the_playbook_passes_them(
         _call(monkeypatch, op="commit", dir=str(tmp_path), point=point, summary=summary, telemetry=[raw])
 
 
-def test_commit_reads_telemetry_from_the_registered_result_by_name(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    import sys
+class _TelemetryHost(_Host):
+    """The host with telemetry on: each point's raw document, the call's own start and end when asked."""
 
-    sys.path.insert(0, str(REPO / "tests" / "python"))
-    from recordfactory import raw_telemetry
+    def __init__(self, call_clock: bool, spooled: str | None = None) -> None:
+        super().__init__()
+        self.call_clock, self.spooled = call_clock, spooled
 
-    point = {"key": "c1-r0", "hash": "x", "point": "c1", "concurrency": 1, "repeat": 0}
-    summary = {"point": "c1", "n_ok": 2, "n_err": 0, "total_output_tokens": 400}
-    monkeypatch.setattr(action.ActionBase, "run", lambda self, tmp=None, task_vars=None: {})
+    def __call__(
+        self, module_name: str, module_args: dict[str, Any], task_vars: Any = None
+    ) -> dict[str, Any]:
+        import sys
 
-    def commit(task_vars: dict[str, Any], key: str = "c1-r0") -> dict[str, Any]:
-        am = object.__new__(action.ActionModule)
-        args = {"op": "commit", "dir": str(tmp_path), "point": dict(point, key=key), "summary": summary}
-        am._task = SimpleNamespace(args={**args, "telemetry_from": "run"}, check_mode=False)
-        out: dict[str, Any] = am.run(task_vars=task_vars)
+        sys.path.insert(0, str(REPO / "tests" / "python"))
+        from recordfactory import raw_telemetry
+
+        began = time.time()
+        out = super().__call__(module_name, module_args, task_vars)
+        now = time.time()
+        for p in out["points"]:
+            p["summary"]["total_output_tokens"] = 1000
+            p["telemetry"] = raw_telemetry(start=now - 12.0, power_w=150.0)
+            p["spooled"] = p["key"] == self.spooled
+        if self.call_clock:
+            out["clock"] = {"host_started": began, "host_ended": time.time()}
         return out
 
-    done = commit({"run": {"telemetry": [raw_telemetry(power_w=100.0)]}})
-    assert done["point"]["telemetry"]["energy_j"] == pytest.approx(1000.0)
-    assert "telemetry" not in commit({"run": {"summary": {}}}, "c2-r0")["point"]  # sampling was off
-    assert "telemetry" not in commit({}, "c3-r0")["point"]
-    with pytest.raises(AnsibleActionFail, match="list of objects"):
-        commit({"run": {"telemetry": "not a list"}})
+
+@pytest.mark.parametrize("call_clock", [True, False])
+def test_run_commits_each_points_telemetry_timed_by_the_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, call_clock: bool
+) -> None:
+    common = {"dir": str(tmp_path), "identity_hash": IDENTITY, "load": {"concurrency": [1, 2], "repeats": 1}}
+    plan = _call(monkeypatch, op="plan", fresh=False, **common)
+    host = _TelemetryHost(call_clock, spooled="c2-r0")
+    _run(monkeypatch, host, op="run", points=plan["todo"], gpu_hour_usd="3.0", **common)
+    files = [p for p in (tmp_path / "points").glob("*.json") if not p.name.endswith(".telemetry.json")]
+    docs = {p.stem: json.loads(p.read_text()) for p in files}
+    assert sorted(docs) == ["c1-r0", "c2-r0"]
+    for key, doc in docs.items():
+        tel = doc["telemetry"]
+        assert tel["energy_j"] == pytest.approx(150.0 * 10.0) and tel["j_per_token"] == pytest.approx(1.5)
+        assert tel["cost"]["usd_per_mtok"] == pytest.approx(3.0 * 10.0 / 3600 / 1000 * 1e6)
+        assert (tmp_path / "points" / f"{key}.telemetry.json").is_file()
+    # The same clocks on both sides of this test: the offset is near zero and within its bound, except for
+    # the spooled point without the call's own times, whose offset stays unknown.
+    first = docs["c1-r0"]["telemetry"]["clock"]
+    if call_clock:
+        assert abs(first["offset_s"]) <= first["uncertainty_s"] + 1e-6
+        assert docs["c2-r0"]["telemetry"]["clock"]["offset_s"] is not None
+    else:
+        assert "clock_unknown" in docs["c2-r0"]["telemetry"]["flags"]

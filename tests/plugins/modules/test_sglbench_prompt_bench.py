@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -153,3 +154,178 @@ def test_procs_shards_the_point_over_client_processes(run_module, server, capfd)
     )
     assert done.failed
     assert "procs = 2 is more than the concurrency 1 of point c1" in done.result["msg"]
+
+
+def _ladder_args(server, spool_dir, **extra):
+    params = [p.to_param() for p in prompts.load_shipped_set("math")[:4]]
+    todo = [
+        {"key": "c1-r0", "concurrency": 1, "request_rate": None, "repeat": 0},
+        {"key": "c2-r1", "concurrency": 2, "request_rate": None, "repeat": 1},
+    ]
+    return {
+        "url": server.url,
+        "prompts": params,
+        "points": todo,
+        "num_prompts": 3,
+        "max_new_tokens": 5,
+        "warmup": 0,
+        "procs": 2,
+        "spool": {"dir": str(spool_dir), "hash": "h" * 64},
+        **extra,
+    }
+
+
+def test_a_ladder_in_one_call_measures_each_point_alone_and_spools_it(run_module, server, tmp_path):
+    spool = tmp_path / "spool"
+    done = run_module(sglbench_prompt_bench, _ladder_args(server, spool))
+    assert not done.failed, done.result
+    pts = done.result["points"]
+    assert [p["key"] for p in pts] == ["c1-r0", "c2-r1"] and not any(p["spooled"] for p in pts)
+    assert [(p["summary"]["concurrency"], p["summary"]["repeat"], p["summary"]["seed"]) for p in pts] == [
+        (1, 0, 0),
+        (2, 1, 1),
+    ]
+    # procs 2 is capped at one client process per request slot on the c1 point
+    assert [p["summary"]["client"]["procs"] for p in pts] == [1, 2]
+    assert all(
+        len(p["records"]) == 3 and {r["repeat"] for r in p["records"]} == {p["summary"]["repeat"]}
+        for p in pts
+    )
+    assert done.result["meta"]["url"] == server.url and "failed_point" not in done.result
+    assert sorted(x.name for x in spool.iterdir()) == ["c1-r0.json", "c2-r1.json"]
+
+
+def test_a_call_after_a_cut_one_returns_the_spooled_points_without_measuring_them(
+    run_module, server, tmp_path
+):
+    spool = tmp_path / "spool"
+    first = run_module(sglbench_prompt_bench, _ladder_args(server, spool)).result["points"]
+    args = _ladder_args(server, spool)
+    args["points"] = [
+        *args["points"][1:],
+        {"key": "c4-r0", "concurrency": 4, "request_rate": None, "repeat": 0},
+    ]
+    again = run_module(sglbench_prompt_bench, args)
+    assert not again.failed, again.result
+    pts = again.result["points"]
+    assert [(p["key"], p["spooled"]) for p in pts] == [("c2-r1", True), ("c4-r0", False)]
+    assert pts[0]["summary"] == first[1]["summary"] and pts[0]["records"] == first[1]["records"]
+    # c1-r0 was not asked for again (committed): pruned; c4-r0 is kept until committed
+    assert sorted(x.name for x in spool.iterdir()) == ["c2-r1.json", "c4-r0.json"]
+    # another identity (the config changed): nothing spooled is returned
+    other = _ladder_args(server, spool)
+    other["spool"]["hash"] = "z" * 64
+    assert not any(p["spooled"] for p in run_module(sglbench_prompt_bench, other).result["points"])
+
+
+def test_a_point_that_fails_ends_the_call_and_the_points_before_it_are_returned(
+    run_module, server, tmp_path, monkeypatch
+):
+    args = _ladder_args(server, tmp_path / "spool")
+    args["points"].insert(1, {"key": "c1-r9", "concurrency": 1, "request_rate": None, "repeat": 9})
+    real = sglbench_prompt_bench.run_campaign
+    calls = []
+
+    def flaky(spec, progress=None):
+        calls.append(spec.first_repeat)
+        if spec.first_repeat == 9:
+            raise sglbench_prompt_bench.LoadgenError("cannot connect (injected)")
+        return real(spec, progress)
+
+    monkeypatch.setattr(sglbench_prompt_bench, "run_campaign", flaky)
+    done = run_module(sglbench_prompt_bench, args)
+    assert not done.failed, done.result
+    assert [p["key"] for p in done.result["points"]] == ["c1-r0"] and calls == [0, 9]
+    assert done.result["failed_point"]["key"] == "c1-r9"
+    assert "cannot connect (injected)" in done.result["failed_point"]["msg"]
+
+
+@pytest.mark.parametrize(
+    ("points", "needle"),
+    [
+        ([{"concurrency": 1}], "points[0]"),
+        ([{"key": "../x", "concurrency": 1}], "plain name"),
+        ([{"key": "c0-r0"}], "neither concurrency nor request_rate"),
+        ([{"key": "c1-r0", "concurrency": "many"}], "points[0]"),
+    ],
+)
+def test_a_bad_point_fails_before_anything_is_sent(run_module, server, tmp_path, points, needle):
+    args = _ladder_args(server, tmp_path / "spool")
+    args["points"] = points
+    done = run_module(sglbench_prompt_bench, args)
+    assert done.failed and needle in done.result["msg"], done.result
+    assert not (tmp_path / "spool").exists()
+
+
+class _FakeLoad:
+    """run_campaign/summary_of/record_rows stand-ins: point k (by first_repeat) gets n_ok/n_err from
+    ``outcomes``; ``ended_after`` is the point after which the server's unit reports that it ended."""
+
+    def __init__(self, outcomes, ended_after=None):
+        self.outcomes, self.ended_after, self.ran = outcomes, ended_after, []
+
+    def run_campaign(self, spec, progress=None):
+        self.ran.append(spec.first_repeat)
+        return spec.first_repeat
+
+    def summary_of(self, result, lease):
+        n_ok, n_err = self.outcomes[result]
+        reasons = [f"{n_err} of {n_ok + n_err} requests failed, e.g. connection reset"] if n_err else []
+        point = {"repeat": result, "n_ok": n_ok, "n_err": n_err, "invalid_reasons": reasons}
+        return {"points": [point], "meta": {"url": "u"}}
+
+    def ended(self, wait_s):
+        return "sglang-x.service is failed/failed" if self.ran and self.ran[-1] >= self.ended_after else None
+
+
+def _specs(n):
+    from sglbench.hostlib.loadgen import BenchSpec, LoadPoint
+
+    base = BenchSpec(url="http://127.0.0.1:1", prompts=[], points=[LoadPoint(concurrency=1)])
+    return [(f"c1-r{r}", dataclasses.replace(base, first_repeat=r)) for r in range(n)]
+
+
+def _measure(monkeypatch, fake, n, spool=None):
+    monkeypatch.setattr(sglbench_prompt_bench, "run_campaign", fake.run_campaign)
+    monkeypatch.setattr(sglbench_prompt_bench, "summary_of", fake.summary_of)
+    monkeypatch.setattr(sglbench_prompt_bench, "record_rows", lambda result: [{"repeat": result}])
+    return sglbench_prompt_bench.measure_points(_specs(n), spool or {}, None, fake.ended)
+
+
+def test_a_point_whose_every_request_failed_as_the_server_died_is_a_failed_point(monkeypatch, tmp_path):
+    fake = _FakeLoad({0: (4, 0), 1: (0, 4), 2: (4, 0)}, ended_after=1)
+    spool = {"dir": str(tmp_path / "s"), "hash": "h"}
+    out, _meta, failed = _measure(monkeypatch, fake, 3, spool)
+    assert [p["key"] for p in out] == ["c1-r0"] and fake.ran == [0, 1]
+    assert failed["key"] == "c1-r1" and failed["msg"].startswith(
+        "the server exited during point c1-r1 (4 of 4"
+    )
+    assert "failed/failed" in failed["msg"]
+    assert sorted(x.name for x in (tmp_path / "s").iterdir()) == ["c1-r0.json"]  # never spooled as measured
+
+
+def test_a_point_measured_partly_before_the_server_died_is_kept_and_ends_the_call(monkeypatch):
+    fake = _FakeLoad({0: (4, 0), 1: (2, 2), 2: (4, 0)}, ended_after=1)
+    out, _meta, failed = _measure(monkeypatch, fake, 3)
+    assert [(p["key"], p["summary"]["n_err"]) for p in out] == [("c1-r0", 0), ("c1-r1", 2)]
+    assert failed == {
+        "key": None,
+        "msg": "the server exited during point c1-r1: sglang-x.service is failed/failed",
+    }
+
+
+def test_failed_requests_of_a_server_that_lives_on_are_a_measurement(monkeypatch):
+    fake = _FakeLoad({0: (0, 4), 1: (4, 0)}, ended_after=99)
+    out, _meta, failed = _measure(monkeypatch, fake, 2)
+    assert [p["key"] for p in out] == ["c1-r0", "c1-r1"] and failed is None
+
+
+def test_a_server_gone_before_a_point_fails_that_point_unmeasured(monkeypatch):
+    fake = _FakeLoad({0: (4, 0), 1: (4, 0)}, ended_after=0)
+    fake.ended = lambda wait_s: "sglang-x.service is inactive/dead" if fake.ran else None  # ends after c1-r0
+    out, _meta, failed = _measure(monkeypatch, fake, 2)
+    assert [p["key"] for p in out] == ["c1-r0"] and fake.ran == [0]
+    assert failed == {
+        "key": "c1-r1",
+        "msg": "the server is gone before point c1-r1: sglang-x.service is inactive/dead",
+    }
