@@ -1,9 +1,12 @@
 from __future__ import annotations
 
 import math
+from itertools import pairwise
 from typing import Any
 
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 from recordfactory import raw_telemetry
 
 from sglbench.telemetry import clock, derive, steady
@@ -215,3 +218,30 @@ def test_every_listed_figure_is_derived_and_read_back() -> None:
     assert missing == []
     assert tel.steady_status == steady.STEADY and tel.gpus == [0]
     assert set(doc["flags"]) <= set(result_schema.TELEMETRY_FLAGS)
+
+
+@given(
+    gaps=st.lists(st.floats(0.01, 0.6), min_size=30, max_size=120),
+    power=st.floats(0.0, 1500.0),
+    n_gpus=st.integers(1, 4),
+    offset=st.floats(0.0, 0.5),
+)
+@settings(max_examples=40, deadline=None)
+def test_constant_power_integrates_exactly_over_any_irregular_sampling(
+    gaps: list[float], power: float, n_gpus: int, offset: float
+) -> None:
+    times = [START - 1.0]
+    for g in gaps:
+        times.append(times[-1] + g)
+    end = times[-1] - 0.5
+    assume(end - (START + offset) > 1.0)
+    raw = raw_telemetry(start=START + offset, seconds=end - START - offset, gpus=tuple(range(n_gpus)))
+    raw["gpu"]["rows"] = [[t, g, power, 0, 0, 0, 1500.0, 50.0, 0] for t in times for g in range(n_gpus)]
+    out = derive.derive(raw, output_tokens=100)
+    seconds = end - START - offset
+    assert out["energy_j"] == pytest.approx(power * n_gpus * seconds, rel=1e-6, abs=1e-6)
+    assert out["throttled_share"] == 0.0
+    # Flagged as gaps exactly when a step between two samples that reaches into the window is longer than
+    # three intervals (the samples begin before the window and end after it).
+    long_step = any(b - a > 3 * 0.2 and b > START + offset and a < end for a, b in pairwise(times))
+    assert ("gaps" in out["flags"]) == long_step
