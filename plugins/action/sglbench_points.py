@@ -55,6 +55,9 @@ class ActionModule(ActionBase):
             "bench",
             "spool_dir",
             "instance",
+            "telemetry",
+            "clock",
+            "gpu_hour_usd",
         )
     )
 
@@ -107,6 +110,9 @@ class ActionModule(ActionBase):
                     records_src=a.get("records_src"),
                     records_text=_b64_text(a.get("records_b64")),
                     records=a.get("records"),
+                    telemetry=_dict_or_none(a.get("telemetry"), "telemetry"),
+                    clock=_dict_or_none(a.get("clock"), "clock"),
+                    gpu_hour_usd=a.get("gpu_hour_usd"),
                 )
                 return {**result, "changed": True, "point": doc}
             points, search_doc = a.get("points") or [], None
@@ -163,18 +169,19 @@ class ActionModule(ActionBase):
         # Unset options come as None (a nested dict cannot omit them): the module's defaults apply.
         bench = {k: v for k, v in dict(a.get("bench") or {}).items() if v is not None}
         spool = {"dir": str(a.get("spool_dir") or ""), "hash": identity_hash}
+        price = a.get("gpu_hour_usd")  # USD per GPU-hour for the points' cost figures; None: no cost
         ran: list[str] = []
         self._host_warnings: list[str] = []
         if spec is None:
             todo = list(a.get("points") or [])
             if todo:
-                ran += self._measure(directory, instance, todo, bench, spool, task_vars)
+                ran += self._measure(directory, instance, todo, bench, spool, task_vars, price)
         else:
             for _ in range(spec.iterations):
                 d = search.decide(directory, spec, _capacity(a), identity_hash, _baseline_dir(a))
                 if d.done or d.point is None:
                     break
-                ran += self._measure(directory, instance, [d.point], bench, spool, task_vars)
+                ran += self._measure(directory, instance, [d.point], bench, spool, task_vars, price)
         warnings = {"warnings": self._host_warnings} if self._host_warnings else {}
         return {"changed": bool(ran), "ran": ran, **warnings}
 
@@ -186,18 +193,21 @@ class ActionModule(ActionBase):
         bench: dict[str, Any],
         spool: dict[str, str],
         task_vars: Any,
+        gpu_hour_usd: Any = None,
     ) -> list[str]:
         """One host call for ``todo``; commit what it returns, then fail on the point that failed."""
         wanted = [{k: p.get(k) for k in ("key", "concurrency", "request_rate", "repeat")} for p in todo]
         keys = [str(p["key"]) for p in todo]
         spooled = {**spool, "seen": resume.seen_measurements(directory, keys)} if spool["dir"] else None
         args = {**bench, "points": wanted, "spool": spooled, "return_records": True}
+        sent = time.time()
         res = self._execute_module(module_name=BENCH_MODULE, module_args=args, task_vars=task_vars)
+        clock = _call_clock(res, sent, time.time())
         self._host_warnings += [str(w) for w in res.get("warnings") or []]
         by_key = {str(p["key"]): p for p in todo}
         meta = res.get("meta")
         done: list[str] = []
-        for got in res.get("points") or []:
+        for i, got in enumerate(res.get("points") or []):
             key = str(got.get("key"))
             if key not in by_key:
                 raise AnsibleActionFail(
@@ -210,6 +220,10 @@ class ActionModule(ActionBase):
                 summary=got.get("summary"),
                 meta=meta,
                 records=got.get("records"),
+                telemetry=_point_telemetry(res, got, i),
+                # A point kept from an earlier, cut-off call was not timed by this call's clocks.
+                clock=clock if "host_started" in clock or not got.get("spooled") else None,
+                gpu_hour_usd=gpu_hour_usd,
             )
             done.append(key)
         failed_point = res.get("failed_point") if isinstance(res.get("failed_point"), dict) else None
@@ -244,6 +258,38 @@ def _b64_text(value: Any) -> str | None:
         return base64.b64decode(str(value)).decode("utf-8")
     except (ValueError, UnicodeDecodeError) as err:
         raise AnsibleActionFail(f"sglbench_points: records_b64 is not base64 UTF-8 text: {err}") from err
+
+
+def _call_clock(res: Any, sent: float, received: float) -> dict[str, Any]:
+    """The controller's send and receive times of one host call, with the host's own start and end of it
+    when the module says them (``clock`` of its result): what every point of the call is timed against."""
+    clock: dict[str, Any] = {"sent": sent, "received": received}
+    host = res.get("clock") if isinstance(res, dict) else None
+    if isinstance(host, dict):
+        clock.update(host_started=host.get("host_started"), host_ended=host.get("host_ended"))
+    return clock
+
+
+def _point_telemetry(res: Any, got: Any, index: int) -> dict[str, Any] | None:
+    """A returned point's raw telemetry: its own ``telemetry``, else the entry of the result's ``telemetry``
+    list at its position; None when the host sampled nothing."""
+    doc = got.get("telemetry") if isinstance(got, dict) else None
+    if doc is None:
+        docs = res.get("telemetry") if isinstance(res, dict) else None
+        doc = docs[index] if isinstance(docs, list) and index < len(docs) else None
+    return doc if isinstance(doc, dict) else None
+
+
+def _dict_or_none(value: Any, name: str) -> dict[str, Any] | None:
+    """An optional object argument (``telemetry``: the host's raw document; ``clock``: the controller's
+    ``sent``/``received`` times of the benchmark call)."""
+    if value in (None, ""):
+        return None
+    if not isinstance(value, dict):
+        raise AnsibleActionFail(
+            f"sglbench_points: {name} must be an object or null, got {type(value).__name__}"
+        )
+    return value
 
 
 def _int_or_none(value: Any) -> int | None:

@@ -21,6 +21,8 @@ Method (documented in docs/operations.md, "How the numbers are computed"):
 - Speedup = mean(T config) / mean(T baseline); its interval comes from the ratio of independent
   replicates of the two (same B, separate random streams).
 - A single repeat without request rows has no interval (NaN): one number carries no noise estimate.
+- A per-repeat figure without request rows behind it (energy per token) gets the interval of its mean
+  over repeats by drawing repeats only (:func:`mean_of_repeats`); one repeat has none.
 - Random streams are ``numpy.random.default_rng([seed, crc32(label)])``: the same inputs, seed and
   label always give the same interval, and different table cells do not share draws.
 """
@@ -166,4 +168,21 @@ def ratio(
     if not len(q):
         return Estimate(value, float("nan"), float("nan"))
     lo, hi = interval(q)
+    return Estimate(value, lo, hi)
+
+
+def mean_of_repeats(
+    values: Sequence[float], *, seed: int = DEFAULT_SEED, label: str = "", n_boot: int = DEFAULT_BOOT
+) -> Estimate:
+    """Mean of one figure over repeats (non-finite values left out) with the percentile interval of
+    resampled repeats; NaN bounds with fewer than two repeats, NaN everything with none."""
+    v = np.asarray([x for x in values if x is not None and math.isfinite(float(x))], dtype=float)
+    if not len(v):
+        return Estimate(float("nan"), float("nan"), float("nan"))
+    value = float(np.mean(v))
+    if len(v) < 2:
+        return Estimate(value, float("nan"), float("nan"))
+    rng = rng_for(seed, label)
+    means = v[rng.integers(0, len(v), size=(n_boot, len(v)))].mean(axis=1)
+    lo, hi = interval(means)
     return Estimate(value, lo, hi)

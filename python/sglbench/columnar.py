@@ -413,3 +413,81 @@ def migrate_attempt(attempt_dir: Path) -> Migrated | None:
         return None
     src = from_jsonl(jsonl)
     return Migrated(attempt_dir, src.table.num_rows, write_table(src.table, parquet))
+
+
+# -- telemetry series -------------------------------------------------------------------------------------
+# One point's raw telemetry (docs/records.md, "Telemetry") as two tables beside its point file:
+# points/<key>.telemetry-gpu.parquet (one row per GPU per sample) and points/<key>.telemetry-server.parquet
+# (long form: t, source, name, value). Both carry the document's other parts (schema, clock, window,
+# sampling, errors) as JSON in their metadata, so either file gives back the window it was cut for.
+TELEMETRY_SCHEMA = b"sglbench.telemetry/1"
+TELEMETRY_META = b"sglbench.telemetry.doc"
+TELEMETRY_KINDS: dict[str, dict[str, pa.DataType | None]] = {
+    "gpu": {"t": pa.float64(), "gpu": pa.int64(), "throttle_mask": pa.uint64()},
+    "server": {"t": pa.float64(), "source": pa.string(), "name": pa.string(), "value": pa.float64()},
+}
+_NUMERIC_DEFAULT = pa.float64()
+
+
+def telemetry_table_path(points_dir: Path, key: str, kind: str) -> Path:
+    return points_dir / f"{key}.telemetry-{kind}.parquet"
+
+
+def _kind_table(block: Any, types: dict[str, pa.DataType | None], kind: str) -> pa.Table:
+    """One kind's rows as a table: the contract's columns typed, another GPU column as float64, another
+    server column as Arrow infers it; a row of the wrong width is left out."""
+    block = block if isinstance(block, dict) else {}
+    cols = [str(c) for c in block.get("columns") or []] or list(types)
+    rows = [r for r in block.get("rows") or [] if isinstance(r, (list, tuple)) and len(r) == len(cols)]
+    arrays = {}
+    for i, col in enumerate(cols):
+        typ = types.get(
+            col, pa.string() if kind == "server" and col not in ("t", "value") else _NUMERIC_DEFAULT
+        )
+        values = [r[i] for r in rows]
+        if pa.types.is_floating(typ):
+            values = [None if isinstance(v, bool) else v for v in values]
+        arrays[col] = pa.array(values, type=typ)
+    return pa.table(arrays)
+
+
+def write_telemetry(raw_path: Path, points_dir: Path, key: str) -> list[Path]:
+    """The raw telemetry file of point ``key`` as its two Parquet tables, each written atomically.
+    Raises ValueError/TypeError (Arrow's) when a column cannot be typed, OSError when unreadable."""
+    raw = json.loads(raw_path.read_text(encoding="utf-8"))
+    if not isinstance(raw, dict):
+        raise ValueError(f"{raw_path}: telemetry is not a JSON object")
+    doc = {k: v for k, v in raw.items() if k not in TELEMETRY_KINDS}
+    meta = {SCHEMA_KEY: TELEMETRY_SCHEMA, TELEMETRY_META: json.dumps(doc, allow_nan=False).encode()}
+    tables = {kind: _kind_table(raw.get(kind), types, kind) for kind, types in TELEMETRY_KINDS.items()}
+    written = []
+    for kind, table in tables.items():
+        path = telemetry_table_path(points_dir, key, kind)
+        table = table.replace_schema_metadata(meta)
+        with atomic_path(path, RESULT_MODE) as tmp:
+            pq.write_table(table, tmp, compression="zstd")
+        written.append(path)
+    return written
+
+
+def read_telemetry(points_dir: Path, key: str) -> dict[str, Any] | None:
+    """Point ``key``'s raw telemetry document: from its Parquet tables, else from the raw JSON file the
+    commit wrote (an attempt not yet assembled, or pyarrow absent then); None when it has neither."""
+    paths = {kind: telemetry_table_path(points_dir, key, kind) for kind in TELEMETRY_KINDS}
+    if all(p.is_file() for p in paths.values()):
+        out: dict[str, Any] = {}
+        for kind, path in paths.items():
+            table = pq.read_table(path)
+            meta = table.schema.metadata or {}
+            if TELEMETRY_META in meta and not out:
+                out = json.loads(meta[TELEMETRY_META])
+            out[kind] = {"columns": table.column_names, "rows": [list(r.values()) for r in table.to_pylist()]}
+        return out
+    raw_path = points_dir / f"{key}.telemetry.json"
+    if raw_path.is_file():
+        try:
+            doc = json.loads(raw_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as err:
+            raise RecordError(raw_path, "<top level>", f"unreadable telemetry: {err}") from err
+        return doc if isinstance(doc, dict) else None
+    return None

@@ -4,7 +4,8 @@ The page has inline CSS and its plots as base64 PNG data URIs (no scripts, no ne
 are written beside it as ``<stem>-<plot>.png``. Sections (:data:`SECTIONS`): at a glance, the deployment
 answer (deploy table per TP, break-even pairs, limits; ``sglbench.deploy``), summary tables per TP,
 throughput vs concurrency, speedup with CIs, the break-even plot, the per-GPU Pareto frontier, latency
-distributions, acceptance by prompt category, TP scaling,
+distributions, acceptance by prompt category, TP scaling, energy and GPU telemetry (energy per token
+with CIs over repeats; per attempt, the series of its points over the measured window),
 capacity (memory split per GPU from the capacity plan; KV tokens predicted vs observed), failures with
 recommendations, and how the numbers were computed. A SIMULATED banner heads the page when any data
 comes from the stand-in, a CPU ENGINE banner when any comes from the real SGLang on its CPU engine.
@@ -16,6 +17,7 @@ import argparse
 import base64
 import html
 import math
+import re
 import sys
 import time
 from collections.abc import Sequence
@@ -25,7 +27,7 @@ from typing import Any
 import pandas as pd
 from matplotlib.figure import Figure
 
-from sglbench import bootstrap, events, outfiles
+from sglbench import bootstrap, columnar, events, outfiles
 from sglbench.deploy import store
 from sglbench.deploy import text as deploy_text
 from sglbench.deploy.answer import Answer
@@ -38,6 +40,8 @@ from sglbench.plotting import tp_axes as _tp_axes
 from sglbench.records import RecordError
 from sglbench.results import Results
 from sglbench.summarize import display_rows, dropped_lines, host_list, load_or_exit, summary_table
+from sglbench.telemetry import derive as telemetry
+from sglbench.telemetry import series as ser
 
 # The page's sections (h2), in order; the tests read them from here.
 GLANCE = "At a glance"
@@ -49,12 +53,13 @@ FRONTIER = deploy_text.FRONTIER_HEADING
 LATENCY = "Latency"
 ACCEPTANCE = "Speculative acceptance"
 SCALING = "Scaling across TP sizes"
+TELEMETRY = "Energy and GPU telemetry"
 CAPACITY = "Capacity"
 FAILURES = "Failures and skips"
 METHODS = "How the numbers were computed"
 SECTIONS = (
-    GLANCE, DEPLOY, TABLES, THROUGHPUT, BREAKEVEN, FRONTIER, LATENCY, ACCEPTANCE, SCALING, CAPACITY, FAILURES,
-    METHODS,
+    GLANCE, DEPLOY, TABLES, THROUGHPUT, BREAKEVEN, FRONTIER, LATENCY, ACCEPTANCE, SCALING, TELEMETRY,
+    CAPACITY, FAILURES, METHODS,
 )  # fmt: skip
 # The request columns the plots use: the report reads no other column of the request rows.
 REPORT_REQUEST_COLUMNS = ("tp", "host", "config", "category", "ok", "ttft_ms", "e2e_ms", "accept_length")
@@ -393,6 +398,199 @@ def plot_scaling(table: pd.DataFrame, colors: dict[str, str]) -> Plot:
         "concurrency). Only configs run at two or more TP sizes are drawn."
     )
     return Plot(key, title, _png(fig), cap)
+
+
+def energy_table(res: Results) -> pd.DataFrame:
+    """J/token per (TP, config, concurrency): mean over repeats and its bootstrap interval over repeats
+    (``bootstrap.mean_of_repeats``), from the points frame (one config per host with several hosts)."""
+    cols = [
+        "tp",
+        "config",
+        "algorithm",
+        "concurrency",
+        "j_per_token",
+        "lo",
+        "hi",
+        "n",
+        "flagged",
+        "simulated",
+    ]
+    pts = res.points
+    if not len(pts) or pts["j_per_token"].isna().all():
+        return pd.DataFrame(columns=cols)
+    pts = by_host(pts[pts["j_per_token"].notna()], several_hosts(res))
+    rows = []
+    for (tp, cfg, conc), g in pts.groupby(["tp", "config", "concurrency"], sort=True, dropna=False):
+        est = bootstrap.mean_of_repeats(
+            list(g["j_per_token"].astype(float)), label=f"energy|{tp}|{cfg}|{conc}"
+        )
+        flags = g["telemetry_flags"].astype(object).fillna("").astype(str)
+        rows.append(
+            {
+                "tp": tp,
+                "config": cfg,
+                "algorithm": g["algorithm"].iloc[0],
+                "concurrency": conc,
+                "j_per_token": est.value,
+                "lo": est.ci_low,
+                "hi": est.ci_high,
+                "n": len(g),
+                "flagged": bool(flags.str.contains("throttled|not_steady|gaps|missing_gpu").any()),
+                "simulated": bool(g["simulated"].any()),
+            }
+        )
+    return pd.DataFrame(rows, columns=cols)
+
+
+def plot_energy(res: Results, colors: dict[str, str]) -> Plot:
+    key, title = "energy", "Energy per output token"
+    t = energy_table(res)
+    if not len(t):
+        return Plot(key, title, None, "", "no point has GPU telemetry with an energy figure")
+    tps = sorted(t["tp"].unique())
+    fig, axes = _tp_axes(len(tps), width=5.0, height=3.6)
+    for ax, tp in zip(axes, tps, strict=True):
+        sub = t[t["tp"] == tp]
+        concs = sorted(sub["concurrency"].dropna().unique())
+        cfgs = sorted(sub["config"].unique())
+        width = 0.8 / max(len(cfgs), 1)
+        for j, cfg in enumerate(cfgs):
+            g = sub[sub["config"] == cfg]
+            xs = [concs.index(c) + (j - (len(cfgs) - 1) / 2) * width for c in g["concurrency"]]
+            ys = list(g["j_per_token"])
+            err_lo = [0.0 if _nan(lo) else max(0.0, y - lo) for y, lo in zip(ys, g["lo"], strict=True)]
+            err_hi = [0.0 if _nan(hi) else max(0.0, hi - y) for y, hi in zip(ys, g["hi"], strict=True)]
+            bars = ax.bar(
+                xs, ys, width=width * 0.95, color=colors.get(cfg, "#777777"), label=cfg,
+                yerr=[err_lo, err_hi], capsize=3, ecolor="#333333",
+            )  # fmt: skip
+            for bar, flagged in zip(bars, g["flagged"], strict=True):
+                if flagged:  # hatched: a repeat was throttled, never steady, or has sample gaps
+                    bar.set_hatch("//")
+        ax.set_xticks(range(len(concs)), [str(int(c)) for c in concs])
+        ax.set_title(f"TP {tp}")
+        ax.set_xlabel("concurrent requests")
+        ax.set_ylabel("J / output token")
+        ax.set_ylim(bottom=0)
+        ax.grid(True, axis="y", alpha=0.3)
+    _legend(axes)
+    cap = (
+        "GPU energy over each repeat's measured window (board power of the config's GPUs, trapezoid over "
+        "the nvidia-smi samples) per output token, mean over repeats; whiskers = 95% bootstrap CI over "
+        "repeats. Hatched bars: a repeat was throttled, never reached steady state or has sample gaps."
+    )
+    if t["simulated"].any():
+        cap += " SIMULATED: power comes from the stand-in's power model, not from GPUs."
+    return Plot(key, title, _png(fig), cap)
+
+
+SERIES_PANELS = (  # (label, y axis, what each line is)
+    ("running / queued requests", "requests"),
+    ("KV usage", "share of the KV pool"),
+    ("power (GPUs summed)", "W"),
+    ("SM clock (mean of the GPUs)", "MHz"),
+)
+
+
+def _point_series(raw: dict[str, Any]) -> dict[str, list[tuple[float, float]]]:
+    """A point's series over its measured window, time from the window's start (s)."""
+    start, end = float(raw["window"]["start"]), float(raw["window"]["end"])
+    server = telemetry.server_series(raw)
+
+    def pick(cands: Any) -> list[tuple[float, float]]:
+        return telemetry.pick(server, cands)[1]
+
+    def gpu_total(column: str, mean: bool) -> list[tuple[float, float]]:
+        per_gpu = telemetry.gpu_series(raw, column)
+        if not per_gpu:
+            return []
+        # Each GPU's samples on a common time base (the first GPU's), linear between its own samples.
+        base = [t for t, _ in next(iter(per_gpu.values())) if start <= t <= end]
+        out = []
+        for t in base:
+            vals = [ser.value_at(s, t) for s in per_gpu.values()]
+            total = sum(v for v in vals if v is not None)
+            out.append((t, total / len(vals) if mean else total))
+        return out
+
+    def rel(s: list[tuple[float, float]]) -> list[tuple[float, float]]:
+        return [(t - start, v) for t, v in s if start <= t <= end]
+
+    return {
+        "running": rel(pick(telemetry.RUNNING)),
+        "queued": rel(pick(telemetry.QUEUED)),
+        "kv": rel(pick(telemetry.KV_USAGE)),
+        "power": rel(gpu_total("power_w", mean=False)),
+        "clock": rel(gpu_total("sm_clock_mhz", mean=True)),
+    }
+
+
+def plot_series(res: Results) -> list[Plot]:
+    """Per attempt with telemetry, its points' series over the measured window (first repeat of each
+    level): running and queued requests, KV usage, power, SM clock."""
+    pts = res.points
+    if not len(pts) or pts["telemetry_flags"].isna().all():
+        return []
+    attempts = res.attempts.set_index(["run_id", "host", "instance"])
+    multi = several_hosts(res)
+    multi_run = res.runs["run_id"].nunique() > 1
+    plots = []
+    for (run_id, host, instance), g in pts[pts["telemetry_flags"].notna()].groupby(
+        ["run_id", "host", "instance"], sort=True
+    ):
+        record_path = Path(str(attempts.loc[(run_id, host, instance), "record_path"]))
+        first = g.sort_values("repeat").groupby("point", sort=False).head(1).sort_values("concurrency")
+        loaded = []
+        for r in first.itertuples():
+            try:
+                raw = columnar.read_telemetry(record_path.parent / "points", f"{r.point}-r{r.repeat}")
+            except RecordError:
+                raw = None
+            if raw is not None and isinstance(raw.get("window"), dict):
+                loaded.append((r, _point_series(raw)))
+        if not loaded:
+            continue
+        fig = Figure(figsize=(9.0, 7.2))
+        axes = [fig.add_subplot(4, 1, i + 1) for i in range(4)]
+        cmap = matplotlib_cmap(len(loaded))
+        for i, (r, series) in enumerate(loaded):
+            flags = f" ({r.telemetry_flags})" if r.telemetry_flags else ""
+            label, color = f"{r.point} r{r.repeat}{flags}", cmap[i]
+            for ax, key in zip(axes, ("running", "kv", "power", "clock"), strict=True):
+                xy = series[key]
+                if xy:
+                    ax.plot([x for x, _ in xy], [y for _, y in xy], color=color, lw=1.3, label=label)
+            if series["queued"]:
+                xy = series["queued"]
+                axes[0].plot([x for x, _ in xy], [y for _, y in xy], color=color, lw=1.0, ls=":")
+        for ax, (name, unit) in zip(axes, SERIES_PANELS, strict=True):
+            ax.set_title(name, fontsize=9, loc="left")
+            ax.set_ylabel(unit, fontsize=8)
+            ax.grid(True, alpha=0.3)
+        axes[-1].set_xlabel("seconds since the measured window began")
+        fig.tight_layout()
+        _legend(axes, sort=False)
+        name = f"{instance}{HOST_SEP}{host}" if multi else str(instance)
+        parts = [*([run_id] if multi_run else []), *([host] if multi else []), instance]
+        key = "telemetry-" + re.sub(r"[^A-Za-z0-9_.-]+", "_", "-".join(map(str, parts)))
+        if multi_run:
+            name += f" (run {run_id})"
+        sim = " SIMULATED: from the stand-in." if bool(g["simulated"].any()) else ""
+        cap = (
+            "Each level's first repeat over its measured window: running requests (solid) and queued "
+            "(dotted), KV pool usage, board power summed over the GPUs, mean SM clock. Flags in the legend "
+            f'(docs/records.md, "Telemetry").{sim}'
+        )
+        plots.append(Plot(key, f"Telemetry of {name}", _png(fig), cap))
+    return plots
+
+
+def matplotlib_cmap(n: int) -> list[Any]:
+    """``n`` colours from light to dark, one per load level."""
+    from matplotlib import colormaps
+
+    cmap = colormaps["viridis"]
+    return [cmap(0.1 + 0.8 * i / max(n - 1, 1)) for i in range(n)]
 
 
 def plot_capacity(res: Results) -> Plot:
@@ -783,6 +981,9 @@ def _figures(res: Results, plots: list[Plot], answers: Sequence[Answer]) -> list
         _img(by_key["acceptance"]),
         f"<h2>{SCALING}</h2>",
         _img(by_key["scaling"]),
+        f"<h2>{TELEMETRY}</h2>",
+        _img(by_key["energy"]),
+        *[_img(p) for p in plots if p.key.startswith("telemetry-")],
         f"<h2>{CAPACITY}</h2>",
         _img(by_key["capacity"]),
         capacity_table(res),
@@ -804,10 +1005,24 @@ def _methods(res: Results) -> list[str]:
         "<li>Points the load generator marked invalid (client could not keep up) are flagged in the "
         "outcome column.</li>"
         "<li>Failure causes come from the server journal (classified by sglbench) or the capacity "
-        "plan; the record, unit file and journal of each attempt sit in the run directory.</li></ul>",
+        "plan; the record, unit file and journal of each attempt sit in the run directory.</li>"
+        f"{_telemetry_method(res)}</ul>",
         f"<p class='note'>Generated by sglbench report from {_e(', '.join(res.runs['run_dir']))}. "
         "This file is self-contained: no scripts, no network.</p>",
     ]
+
+
+def _telemetry_method(res: Results) -> str:
+    """How the telemetry figures were computed, when any point has them."""
+    if not len(res.points) or res.points["telemetry_flags"].isna().all():
+        return ""
+    return (
+        "<li>Telemetry: GPU power, clocks and throttle reasons from nvidia-smi and the server's own "
+        "counters, sampled on the GPU host around each point and cut exactly to its measured window "
+        "(values interpolated at the edges). Energy is the trapezoid integral of board power over the "
+        "window; steady state is MSER-5 on running requests; the host/controller clock offset and its "
+        "uncertainty are recorded per point (docs/records.md, &quot;Telemetry&quot;).</li>"
+    )
 
 
 def build_html(
@@ -846,6 +1061,8 @@ def render(res: Results, out: Path, *, title: str | None = None) -> list[Path]:
         plot_latency(res, series, colors),
         plot_acceptance(res, series, colors),
         plot_scaling(series, colors),
+        plot_energy(res, colors),
+        *plot_series(res),
         plot_capacity(res),
     ]
     runs = ", ".join(res.runs["run_id"])

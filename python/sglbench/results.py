@@ -13,7 +13,9 @@ frames. Frames (one row per ...):
   KV tokens and max running requests predicted vs observed, time to ready, simulated flag, cpu_engine flag:
   the real SGLang on its CPU engine, ``--device cpu``, ...).
 - ``points``: benchmark point and repeat (attempt keys + prompt_set, concurrency, repeat, throughput and
-  latency percentiles, acceptance length, valid).
+  latency percentiles, acceptance length, valid; with telemetry, every figure of
+  ``result_schema.TELEMETRY_FIGURES`` (J/token, $/Mtok, power, KV usage, ...), ``telemetry_flags``
+  (comma-separated ``TELEMETRY_FLAGS``), ``steady_status`` and ``throttle_reasons``; null without).
 - ``requests``: measured request, when the attempt kept ``requests.parquet``/``requests.jsonl``
   (attempt keys + prompt_set, concurrency, repeat, category, tokens, ttft_ms, e2e_ms, accept_length, ok).
 - ``cut``: attempt that began and was never recorded (run_id, host, instance, config, tp, phase,
@@ -259,8 +261,29 @@ def point_rows(rec: AttemptRecord) -> list[dict[str, Any]]:
                 dist = p.dist(metric.key)
                 for stat in STATS:
                     row[metric.column(stat)] = _real_time(getattr(dist, stat), scale, "time")
+            row.update(telemetry_cells(p.telemetry, scale))
             rows.append(row)
     return rows
+
+
+def telemetry_cells(tel: result_schema.PointTelemetry | None, scale: float | None) -> dict[str, Any]:
+    """A point's telemetry columns (null without telemetry); against a time-scaled stand-in, energy, J/token
+    and cost at real-world time like the latencies (``Figure.scaled``)."""
+    cells: dict[str, Any] = {f.key: None for f in result_schema.TELEMETRY_FIGURES}
+    cells.update(telemetry_flags=None, steady_status=None, throttle_reasons=None)
+    if tel is None:
+        return cells
+    for f in result_schema.TELEMETRY_FIGURES:
+        cells[f.key] = _real_time(tel.figure(f.key), scale, f.scaled) if f.scaled else tel.figure(f.key)
+    flags = [f for f in result_schema.TELEMETRY_FLAGS if f in tel.flags]
+    if tel.error:
+        flags.append("unusable")
+    cells.update(
+        telemetry_flags=", ".join(flags),
+        steady_status=tel.steady_status,
+        throttle_reasons=", ".join(tel.throttle_reasons),
+    )
+    return cells
 
 
 # Request columns read from the rows (the attempt keys and the stand-in's scale come from the record).
@@ -386,6 +409,10 @@ POINT_COLUMNS = [
     "valid",
     "invalid_reasons",
     *result_schema.point_metric_columns(),
+    *result_schema.telemetry_columns(),
+    "telemetry_flags",
+    "steady_status",
+    "throttle_reasons",
 ]
 REQUEST_COLUMNS = [
     *ATTEMPT_KEYS,

@@ -10,6 +10,9 @@ Controller layout of one config attempt (``<results>/<run_id>/<host>/<config>-tp
     requests.parquet            derived: the request rows of the kept points, in point order
     points/<key>.json           one load point and repeat, e.g. c4-r1 (schema sglbench.point/1); the commit
     points/<key>.requests.jsonl its per-request rows (renamed into place before the point file is written)
+    points/<key>.telemetry.json the host's raw telemetry of the point, as it came (written before the point
+                                file; replaced by the two Parquet files below when the record is assembled)
+    points/<key>.telemetry-gpu.parquet, points/<key>.telemetry-server.parquet  its series as tables
     .incoming/                  fetches in flight (a killed run leaves partial files here)
     previous/<UTC>-<reason>/    everything moved aside: failed, stale (hash differs), partial, fresh, ...
 
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import time
 from collections.abc import Iterable, Mapping
@@ -31,6 +35,8 @@ from typing import Any
 
 from sglbench.hostlib import load_points, result_schema, sglang_facts
 from sglbench.hostlib.atomic_file import write_atomic  # the one atomic writer (also shipped to hosts)
+from sglbench.telemetry import clock as telemetry_clock
+from sglbench.telemetry import derive as telemetry_derive
 
 IDENTITY_SCHEMA = sglang_facts.IDENTITY_SCHEMA
 POINT_SCHEMA = sglang_facts.POINT_SCHEMA
@@ -42,6 +48,9 @@ PREVIOUS_DIR = "previous"
 POINT_FAILED = "point_failed"
 REQUESTS_FILE = "requests.jsonl"
 PARQUET_FILE = "requests.parquet"
+TELEMETRY_RAW = ".telemetry.json"
+TELEMETRY_TABLES = (".telemetry-gpu.parquet", ".telemetry-server.parquet")
+TELEMETRY_SUFFIXES = (TELEMETRY_RAW, *TELEMETRY_TABLES)  # a point's telemetry files: points/<key><suffix>
 # Files of one attempt that a new attempt replaces (moved aside first, never overwritten in place).
 ATTEMPT_FILES = ("record.json", "journal.log", "unit.service", PARQUET_FILE, REQUESTS_FILE)
 DEFAULT_LADDER_CAP = load_points.DEFAULT_LADDER_CAP
@@ -225,6 +234,18 @@ def _requests_path(key: str) -> str:
     return os.path.join(POINTS_DIR, f"{key}.requests.jsonl")
 
 
+def _telemetry_paths(key: str) -> list[str]:
+    return [os.path.join(POINTS_DIR, f"{key}{suffix}") for suffix in TELEMETRY_SUFFIXES]
+
+
+def _telemetry_key(name: str) -> str | None:
+    """The point key of a telemetry file name in ``points/``, else None."""
+    for suffix in TELEMETRY_SUFFIXES:
+        if name.endswith(suffix):
+            return name[: -len(suffix)]
+    return None
+
+
 def point_failed_requests(doc: Any) -> int | None:
     """How many measured requests of a committed point failed (``summary.n_err``); None when unknown."""
     point = result_schema.PointFile.from_dict(doc)
@@ -326,7 +347,7 @@ def plan_points(
     kept: set[str] = set()
     names = sorted(os.listdir(pdir)) if os.path.isdir(pdir) else []
     for name in names:
-        if not name.endswith(".json") or name.startswith("."):
+        if not name.endswith(".json") or name.startswith(".") or _telemetry_key(name) is not None:
             continue
         key = name[: -len(".json")]
         doc = _read_json(os.path.join(pdir, name))
@@ -347,8 +368,12 @@ def plan_points(
             continue
         mover.move(_point_path(key), reason)
         mover.move(_requests_path(key), reason)
+        for rel in _telemetry_paths(key):
+            mover.move(rel, reason)
     for name in sorted(os.listdir(pdir)) if os.path.isdir(pdir) else []:
         orphan_rows = name.endswith(".requests.jsonl") and name[: -len(".requests.jsonl")] not in kept
+        tel_key = _telemetry_key(name)
+        orphan_rows = orphan_rows or (tel_key is not None and tel_key not in kept)
         if orphan_rows or name.startswith("."):  # rows without a point file, or an interrupted temp file
             mover.move(os.path.join(POINTS_DIR, name), "partial")
     inc = os.path.join(attempt_dir, INCOMING_DIR)
@@ -374,9 +399,14 @@ def commit_point(
     records_text: str | None = None,
     records: list[Any] | None = None,
     now: float | None = None,
+    telemetry: Mapping[str, Any] | None = None,
+    clock: Mapping[str, Any] | None = None,
+    gpu_hour_usd: Any = None,
 ) -> dict[str, Any]:
     """Write one point: its request rows first (``records`` rows or ``records_text`` written atomically, or
-    ``records_src``, a fetched file, renamed into place), then the point file.
+    ``records_src``, a fetched file, renamed into place), its raw ``telemetry`` (the host's document, kept
+    as it came), then the point file with the figures derived from that telemetry (:func:`point_telemetry`
+    with the controller's ``clock`` of the call and the price per GPU-hour).
 
     The point file is the commit: a kill before it leaves only rows that :func:`plan_points` moves aside.
     """
@@ -401,6 +431,10 @@ def commit_point(
     if point_summary:  # one repeat per call: the summary's repeat/seed are the point's
         point_summary["repeat"] = expected.get("repeat", point_summary.get("repeat"))
         point_summary["seed"] = expected.get("seed", point_summary.get("seed"))
+    figures = None
+    if isinstance(telemetry, Mapping):
+        write_atomic(os.path.join(attempt_dir, _telemetry_paths(key)[0]), _json_text(telemetry))
+        figures = point_telemetry(telemetry, clock, point_summary.get("total_output_tokens"), gpu_hour_usd)
     doc = result_schema.PointFile(
         key=key,
         hash=expected.get("hash"),
@@ -411,9 +445,57 @@ def commit_point(
         requests_file=requests_file,
         summary=point_summary or None,
         meta=dict(meta or {}) or None,
+        telemetry=figures,
     ).to_dict()
     write_atomic(os.path.join(attempt_dir, _point_path(key)), json.dumps(doc, indent=1, default=str) + "\n")
     return doc
+
+
+def point_telemetry(
+    raw: Mapping[str, Any], clock: Mapping[str, Any] | None, output_tokens: Any, gpu_hour_usd: Any
+) -> dict[str, Any]:
+    """The figures of one point's telemetry (:func:`sglbench.telemetry.derive.derive`), the host/controller
+    offset estimated from ``clock`` (``{"sent", "received"}``, controller epoch seconds of the call) and
+    the host's own start/end of that call: ``clock``'s ``host_started``/``host_ended`` when it has them (a
+    point the host kept from an earlier, cut-off call carries that call's times, which the controller's
+    do not bracket), else the document's ``clock``; unknown without ``clock``. A document the figures
+    cannot be derived from still commits its point: the figures are then ``{"error": ...}``."""
+    host = raw.get("clock") if isinstance(raw.get("clock"), Mapping) else {}
+    if isinstance(clock, Mapping) and clock.get("host_started") is not None:
+        host = clock
+    if isinstance(clock, Mapping):
+        off = telemetry_clock.estimate(
+            clock.get("sent"), clock.get("received"), host.get("host_started"), host.get("host_ended")
+        )
+    else:
+        off = telemetry_clock.unknown("no controller send/receive times")
+    tokens = output_tokens if isinstance(output_tokens, int) and not isinstance(output_tokens, bool) else None
+    try:
+        price = float(gpu_hour_usd) if gpu_hour_usd not in (None, "") else None
+    except (TypeError, ValueError):
+        price = None
+    try:
+        return telemetry_derive.derive(raw, clock=off, output_tokens=tokens, gpu_hour_usd=price)
+    except (telemetry_derive.TelemetryError, TypeError, ValueError, ArithmeticError) as err:
+        return {"error": f"{type(err).__name__}: {err}", "clock": off.to_dict(), "flags": []}
+
+
+def _json_text(doc: Any) -> str:
+    """Compact JSON; a non-finite number (against the contract) is written as null, never as NaN."""
+    try:
+        return json.dumps(doc, separators=(",", ":"), allow_nan=False, default=str)
+    except ValueError:
+        return json.dumps(_finite(doc), separators=(",", ":"), allow_nan=False, default=str)
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, Mapping):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
 
 
 def assemble_benchmark(
@@ -442,7 +524,13 @@ def assemble_benchmark(
             docs.append(doc)
     if not docs:
         return None
-    points = [d["summary"] for d in docs if isinstance(d.get("summary"), dict)]
+    points = [
+        {**d["summary"], "telemetry": d["telemetry"]}
+        if isinstance(d.get("telemetry"), dict)
+        else d["summary"]
+        for d in docs
+        if isinstance(d.get("summary"), dict)
+    ]
     meta = dict(docs[0].get("meta") or {})
     meta["repeats"] = max((int(p.get("repeat", 0)) for p in exp), default=0) + 1
     meta["prompt_set"] = prompt_set
@@ -452,6 +540,7 @@ def assemble_benchmark(
     done_keys = [str(d["key"]) for d in docs]
     if write_requests:
         _write_requests(attempt_dir, docs)
+        _write_telemetry_tables(attempt_dir, done_keys)
     resume = {
         "identity_hash": identity_hash,
         "expected": len(exp),
@@ -487,6 +576,36 @@ def _write_requests(attempt_dir: str, docs: list[dict[str, Any]]) -> None:
         except (ValueError, TypeError):  # a row against the contract (RecordError), or one Arrow cannot type
             pass
     _write_jsonl(attempt_dir, sources)
+
+
+def _with_telemetry(doc: Mapping[str, Any]) -> dict[str, Any]:
+    """A point file's summary with its telemetry figures, as the benchmark summary lists the point."""
+    summary = dict(doc["summary"])
+    if isinstance(doc.get("telemetry"), dict):
+        summary["telemetry"] = doc["telemetry"]
+    return summary
+
+
+def _write_telemetry_tables(attempt_dir: str, keys: list[str]) -> None:
+    """Each point's raw telemetry as its two Parquet tables (:mod:`sglbench.columnar`, imported here only,
+    as for the requests); the raw file goes once both are in place. Without pyarrow, or for a document
+    Arrow cannot type, the raw file stays: readers take either."""
+    pending = [k for k in keys if os.path.isfile(os.path.join(attempt_dir, _telemetry_paths(k)[0]))]
+    if not pending:
+        return
+    try:
+        from pathlib import Path
+
+        from sglbench import columnar
+    except ImportError:
+        return
+    for key in pending:
+        raw_path = Path(attempt_dir) / _telemetry_paths(key)[0]
+        try:
+            columnar.write_telemetry(raw_path, Path(attempt_dir) / POINTS_DIR, key)
+        except (ValueError, TypeError, OSError):
+            continue
+        raw_path.unlink(missing_ok=True)
 
 
 def _write_jsonl(attempt_dir: str, sources: list[str]) -> None:

@@ -42,6 +42,11 @@ CPU_BANNER = (
     "CPU ENGINE: numbers below come from the real SGLang on its CPU engine (--device cpu, e.g. the "
     "real-SGLang sim host with tiny random-weight models): neither simulated nor GPU figures."
 )
+TELEMETRY_FLAGS_NOTE = (
+    "Telemetry flags: throttled (power or thermal clock events in the window), not_steady (no steady state "
+    "by MSER-5), gaps (missing samples), missing_gpu, clock_unknown, sampling_errors; n/m = in n of m "
+    'repeats (docs/records.md, "Telemetry").'
+)
 TABLE_COLUMNS = [
     "run_id",
     "host",
@@ -62,6 +67,8 @@ TABLE_COLUMNS = [
     "speedup_ci_high",
     *result_schema.table_metric_columns(),  # ttft_ms_p50, ttft_ms_p99, itl_ms_p50, itl_ms_p99
     "accept_length",
+    *result_schema.table_telemetry_columns(),  # j_per_token, usd_per_mtok: mean over repeats
+    "telemetry_flags",
     "kv_tokens_predicted",
     "kv_tokens_observed",
     "max_running_requests_predicted",
@@ -104,6 +111,24 @@ def reason_digest(reasons: Iterable[str]) -> str:
         examples.sort()
         parts.append(examples[-1] + (f" (x{len(examples)})" if len(examples) > 1 else ""))
     return "; ".join(parts)
+
+
+def telemetry_note(table: pd.DataFrame) -> str:
+    """What the telemetry columns the table shows mean ("" when it shows none)."""
+    shown = [f for f in result_schema.table_telemetry() if table[f.key].notna().any()]
+    notes = [f"{f.label}: {f.meaning}, mean over repeats." for f in shown]
+    if (table["telemetry_flags"].astype(object).fillna("") != "").any():
+        notes.append(TELEMETRY_FLAGS_NOTE)
+    return " ".join(notes) + "\n" if notes else ""
+
+
+def flag_digest(flags: pd.Series) -> str:
+    """The telemetry flags of a cell's repeats: ``throttled 1/3, gaps 3/3`` (how many repeats had each)."""
+    per_repeat = [set(str(f).split(", ")) if isinstance(f, str) and f else set() for f in flags]
+    names = [*result_schema.TELEMETRY_FLAGS, "unusable"]
+    return ", ".join(
+        f"{name} {n}/{len(per_repeat)}" for name in names if (n := sum(name in s for s in per_repeat))
+    )
 
 
 def _missing_note(att: dict[str, Any]) -> str:
@@ -169,6 +194,8 @@ def _point_row(
         "tok_s_ci_high": est.ci_high if est else math.nan,
         **{col: grp[col].astype(float).mean() for col in result_schema.table_metric_columns()},
         "accept_length": grp["accept_length_mean"].astype(float).mean(),
+        **{col: grp[col].astype(float).mean() for col in result_schema.table_telemetry_columns()},
+        "telemetry_flags": flag_digest(grp["telemetry_flags"]),
         **_capacity_cells(att),
         "note": note
         or _missing_note(att)
@@ -367,6 +394,11 @@ def display_rows(table: pd.DataFrame) -> list[dict[str, str]]:
         for m in result_schema.table_metrics():
             d[m.header] = " / ".join(_num(r[m.column(stat)], m.digits) for stat in m.shown)
         d["accept len"] = _num(r["accept_length"], ".2f")
+        for f in result_schema.table_telemetry():  # only when some point of the table has the figure
+            if table[f.key].notna().any():
+                d[f.label] = _num(r[f.key], f.digits)
+        if (table["telemetry_flags"].astype(object).fillna("") != "").any():
+            d["telemetry flags"] = r["telemetry_flags"] if isinstance(r["telemetry_flags"], str) else ""
         d["KV tokens pred/obs"] = f"{_int(r['kv_tokens_predicted'])} / {_int(r['kv_tokens_observed'])}"
         d["max reqs pred/obs"] = (
             f"{_int(r['max_running_requests_predicted'])} / {_int(r['max_running_requests_observed'])}"
@@ -419,6 +451,8 @@ def to_markdown(
         "(seeded). Speedup: over the algorithm-none config on the same host, TP, model, prompt set and "
         "concurrency. Latencies: mean over repeats of each repeat's percentile.\n"
     )
+    if note := telemetry_note(table):
+        parts.append(note)
     scales = sorted(
         {float(x) for x in res.points.get("sim_time_scale", pd.Series(dtype=float)).dropna().unique()}
     )

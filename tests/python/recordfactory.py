@@ -474,3 +474,142 @@ def pair_campaign(root: Path, *, drop: bool = False, run_id: str = "run1") -> Pa
         gone = DroppedHost("gpu-b", "ssh: connection reset", "benchmark", "sd-tp1", "sd", 1, ("ar-tp1",))
         run_meta(root, run_id, hosts={"gpu-a": "gpu-a", "gpu-b": "gpu-b"}, dropped=[gone.to_dict()])
     return root / run_id
+
+
+def raw_telemetry(
+    *,
+    start: float = 1_000.0,
+    seconds: float = 10.0,
+    gpus: tuple[int, ...] = (0,),
+    power_w: Any = 300.0,
+    gpu_interval_ms: int = 200,
+    server_interval_ms: int = 1000,
+    running: Any = 4.0,
+    queued: Any = 0.0,
+    kv_usage: Any = 0.5,
+    gen_throughput: Any = None,
+    throttle: Any = 0,
+    drop: Any = None,
+    lead_s: float = 1.0,
+    errors: list[str] | None = None,
+) -> dict[str, Any]:
+    """A raw telemetry document of the host contract (``docs/records.md``, "Telemetry"): the window
+    ``start .. start + seconds`` (host clock), sampling from ``lead_s`` before to ``lead_s`` after it.
+
+    ``power_w``, ``running``, ``queued``, ``kv_usage``, ``gen_throughput`` and ``throttle`` are a constant
+    or a function ``(t, gpu)`` / ``(t,)`` of the sample time; ``drop(t, gpu)`` true leaves a GPU sample out.
+    """
+
+    def val(f: Any, *args: Any) -> Any:
+        return f(*args) if callable(f) else f
+
+    t0, t1 = start - lead_s, start + seconds + lead_s
+    gpu_rows = []
+    n = round((t1 - t0) / (gpu_interval_ms / 1000.0))
+    for i in range(n + 1):
+        t = t0 + i * gpu_interval_ms / 1000.0
+        for g in gpus:
+            if drop is not None and drop(t, g):
+                continue
+            p = val(power_w, t, g)
+            gpu_rows.append([t, g, p, 80.0, 40.0, 70_000.0, 1980.0, 60.0, val(throttle, t, g)])
+    server_rows = []
+    m = round((t1 - t0) / (server_interval_ms / 1000.0))
+    for i in range(m + 1):
+        t = t0 + i * server_interval_ms / 1000.0
+        server_rows.append([t, "metrics", "num_running_reqs", val(running, t)])
+        server_rows.append([t, "metrics", "num_queue_reqs", val(queued, t)])
+        server_rows.append([t, "metrics", "token_usage", val(kv_usage, t)])
+        server_rows.append([t, "load", "num_waiting_reqs", val(queued, t)])
+        if gen_throughput is not None:
+            server_rows.append([t, "metrics", "gen_throughput", val(gen_throughput, t)])
+    return {
+        "schema": 1,
+        "clock": {"host_started": t0 - 0.5, "host_ended": t1 + 0.5},
+        "window": {"start": start, "end": start + seconds},
+        "sampling": {
+            "gpus": list(gpus),
+            "gpu_interval_ms": gpu_interval_ms,
+            "server_interval_ms": server_interval_ms,
+            "started": t0,
+            "stopped": t1,
+            "metrics": True,
+            "load_endpoint": "/v1/loads",
+        },
+        "gpu": {
+            "columns": [
+                "t",
+                "gpu",
+                "power_w",
+                "sm_util_pct",
+                "mem_util_pct",
+                "mem_used_mib",
+                "sm_clock_mhz",
+                "temp_c",
+                "throttle_mask",
+            ],
+            "rows": gpu_rows,
+        },
+        "server": {"columns": ["t", "source", "name", "value"], "rows": server_rows},
+        "errors": list(errors or []),
+    }
+
+
+def with_telemetry(
+    p: dict[str, Any], *, power_w: float = 300.0, gpu_hour_usd: float | None = 2.0, **raw: Any
+) -> dict[str, Any]:
+    """Point ``p`` with telemetry figures as the commit derives them: ``power_w`` per GPU over a window
+    of the point's ``duration_s`` (``raw``: more ``raw_telemetry`` arguments, e.g. ``throttle``)."""
+    from sglbench.telemetry import clock, derive
+
+    doc = raw_telemetry(seconds=float(p["duration_s"]), power_w=power_w, **raw)
+    host = doc["clock"]
+    off = clock.estimate(
+        host["host_started"] - 0.1, host["host_ended"] + 0.1, host["host_started"], host["host_ended"]
+    )
+    tel = derive.derive(doc, clock=off, output_tokens=p["total_output_tokens"], gpu_hour_usd=gpu_hour_usd)
+    return {**p, "telemetry": tel}
+
+
+def telemetry_campaign(root: Path, run_id: str = "tel", *, parquet: bool = True) -> Path:
+    """Two configs at TP 1 (ar at 300 W, dflash at 360 W), concurrency 1 and 4, two repeats, every point
+    with telemetry and its raw series on disk (Parquet tables for ar with ``parquet``, the raw JSON file
+    for dflash); ar's c4 repeat 1 is thermally throttled in its second half."""
+    from sglbench import columnar
+
+    for config, alg, watts, tok_s in (("ar", "none", 300.0, 100.0), ("dflash", "DFLASH", 360.0, 180.0)):
+        points, raws = [], {}
+        for c in (1, 4):
+            for r in range(2):
+                p = point(c, r, tok_s * c * (1 + 0.02 * r), accept=None if alg == "none" else 3.0)
+                hot = config == "ar" and c == 4 and r == 1
+                raw = raw_telemetry(
+                    seconds=float(p["duration_s"]),
+                    power_w=lambda t, g, w=watts + 10 * c: w,
+                    running=float(c),
+                    queued=lambda t, c=c: max(0.0, c - 1.0 - (t - 1000.0) / 5.0),
+                    kv_usage=0.1 * c,
+                    throttle=(lambda t, g: 0x40 if t > 1005.0 else 0) if hot else 0,
+                )
+                points.append({**p, "telemetry": _derived(raw, p)})
+                raws[f"c{c}-r{r}"] = raw
+        path = write(root, record(run_id=run_id, config=config, algorithm=alg, benchmark=bench(points)))
+        pdir = path.parent / "points"
+        pdir.mkdir(exist_ok=True)
+        for key, raw in raws.items():
+            src = pdir / f"{key}.telemetry.json"
+            src.write_text(json.dumps(raw))
+            if parquet and config == "ar":
+                columnar.write_telemetry(src, pdir, key)
+                src.unlink()
+    return root / run_id
+
+
+def _derived(raw: dict[str, Any], p: dict[str, Any], gpu_hour_usd: float | None = 2.0) -> dict[str, Any]:
+    """The figures the commit derives, with the controller's clock 0.1 s either side of the host's."""
+    from sglbench.telemetry import clock, derive
+
+    host = raw["clock"]
+    sent, received = host["host_started"] - 0.1, host["host_ended"] + 0.1
+    off = clock.estimate(sent, received, host["host_started"], host["host_ended"])
+    return derive.derive(raw, clock=off, output_tokens=p["total_output_tokens"], gpu_hour_usd=gpu_hour_usd)

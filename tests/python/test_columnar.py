@@ -213,3 +213,39 @@ def test_a_clean_jsonl_file_reads_whole_and_the_same_as_row_by_row(tmp_path: Pat
     with pytest.raises(RecordError) as err:
         columnar.from_jsonl(path)
     assert err.value.field == f"line {len(EDGE_ROWS) + 1}.repeat"
+
+
+def test_telemetry_tables_round_trip_the_raw_document(tmp_path: Path) -> None:
+    raw = rf.raw_telemetry(gpus=(0, 3), throttle=lambda t, g: 2**63 + 4 if g == 3 else 0)
+    raw["gpu"]["rows"][0][2] = None  # a field nvidia-smi printed as [N/A]
+    raw["gpu"]["columns"].append("t_source")  # a column the contract may grow
+    for row in raw["gpu"]["rows"]:
+        row.append(1.0)
+    raw["errors"] = ["timestamp unparsable: receipt time used"]
+    src = tmp_path / "c1-r0.telemetry.json"
+    src.write_text(json.dumps(raw))
+    written = columnar.write_telemetry(src, tmp_path, "c1-r0")
+    assert [p.name for p in written] == ["c1-r0.telemetry-gpu.parquet", "c1-r0.telemetry-server.parquet"]
+    assert pq.read_table(written[0]).schema.field("throttle_mask").type == pa.uint64()
+    src.unlink()
+    back = columnar.read_telemetry(tmp_path, "c1-r0")
+    assert back == raw
+
+
+def test_telemetry_falls_back_to_the_raw_file_and_to_none(tmp_path: Path) -> None:
+    assert columnar.read_telemetry(tmp_path, "c1-r0") is None
+    (tmp_path / "c1-r0.telemetry.json").write_text('{"schema": 1, "window": {"start": 1, "end": 2}}')
+    assert columnar.read_telemetry(tmp_path, "c1-r0") == {"schema": 1, "window": {"start": 1, "end": 2}}
+    (tmp_path / "c1-r0.telemetry.json").write_text("{not json")
+    with pytest.raises(RecordError, match=r"c1-r0\.telemetry\.json"):
+        columnar.read_telemetry(tmp_path, "c1-r0")
+
+
+def test_telemetry_with_untypable_values_raises_for_the_caller_to_keep_the_raw_file(tmp_path: Path) -> None:
+    raw = rf.raw_telemetry()
+    raw["gpu"]["rows"][0][2] = "312 W"
+    src = tmp_path / "k.telemetry.json"
+    src.write_text(json.dumps(raw))
+    with pytest.raises((ValueError, TypeError)):
+        columnar.write_telemetry(src, tmp_path, "k")
+    assert not list(tmp_path.glob("*.parquet")) or all(p.stat().st_size for p in tmp_path.glob("*.parquet"))

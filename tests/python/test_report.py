@@ -267,3 +267,45 @@ def test_a_dropped_host_is_in_the_overview_findings_and_failures(tmp_path: Path)
     row = re.search(r'<tr class="failed"><td class="l"><b>sd-tp1</b> @ gpu-b.*?</tr>', text)
     assert row is not None and "never recorded: not valid; 1 point(s) committed before" in row.group(0)
     assert "highest throughput <b>sd</b> on gpu-a at concurrency 4" in text
+
+
+@pytest.fixture(scope="module")
+def telemetry_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Path], results.Results]:
+    root = tmp_path_factory.mktemp("telemetry")
+    res = results.load(rf.telemetry_campaign(root))
+    out = root / "out" / "report.html"
+    return out, report.render(res, out), res
+
+
+def test_energy_bars_carry_the_mean_and_interval_over_repeats(
+    telemetry_report: tuple[Path, list[Path], results.Results],
+) -> None:
+    _, _, res = telemetry_report
+    t = report.energy_table(res).set_index(["config", "concurrency"])
+    pts = res.points.set_index(["config", "concurrency", "repeat"])
+    for (cfg, conc), row in t.iterrows():
+        reps = [pts.loc[(cfg, conc, r), "j_per_token"] for r in (0, 1)]
+        assert row.j_per_token == pytest.approx(sum(reps) / 2)
+        assert (row.lo, row.hi) == pytest.approx((min(reps), max(reps)))  # two repeats: the exact range
+    assert t.loc[("ar", 4), "flagged"] and not t.loc[("ar", 1), "flagged"]
+
+
+def test_telemetry_section_shows_energy_and_one_series_plot_per_attempt(
+    telemetry_report: tuple[Path, list[Path], results.Results],
+) -> None:
+    out, written, _ = telemetry_report
+    names = sorted(p.name for p in written if p.suffix == ".png")
+    assert "report-energy.png" in names
+    assert "report-telemetry-ar-tp1.png" in names and "report-telemetry-dflash-tp1.png" in names
+    text = out.read_text()
+    section = text.split(f"<h2>{html.escape(report.TELEMETRY)}</h2>", 1)[1].split("<h2>", 1)[0]
+    assert section.count("<img") == 3 and "Telemetry of ar-tp1" in section
+    assert "SIMULATED" in section  # the stand-in's power is labelled where it is shown
+    assert "J/tok" in text and "$/Mtok" in text  # the summary tables of the page
+    assert "throttled 1/2" in text
+
+
+def test_a_report_without_telemetry_says_why_it_has_no_energy_plot(rendered: tuple[Path, list[Path]]) -> None:
+    text = rendered[0].read_text()
+    assert "Not shown: no point has GPU telemetry with an energy figure" in text
+    assert "J/tok" not in text

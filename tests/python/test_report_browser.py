@@ -130,3 +130,15 @@ def test_real_gpu_report_has_no_banner(chromium: Chromium, tmp_path: Path) -> No
     facts = _assert_renders(page, out)
     assert facts["banners"] == []
     assert len(facts["images"]) >= 1
+
+
+def test_telemetry_report_renders_in_chromium(chromium: Chromium, tmp_path: Path) -> None:
+    """Energy bars and each attempt's series load and show; the simulated banner still heads the page."""
+    out = tmp_path / "report.html"
+    report.render(results.load(rf.telemetry_campaign(tmp_path)), out)
+    page = _open(chromium, out, "report-telemetry.png")
+    facts = _assert_renders(page, out)
+    alts = [img["alt"] for img in facts["images"]]
+    assert "Energy per output token" in alts
+    assert "Telemetry of ar-tp1" in alts and "Telemetry of dflash-tp1" in alts
+    assert [b["text"].split(" — ")[0] for b in facts["banners"]] == ["SIMULATED DATA"]

@@ -350,3 +350,24 @@ def test_a_run_without_drops_has_empty_cut_and_dropped_frames(tmp_path: Path) ->
     assert (
         list(res.cut.columns) == results.CUT_COLUMNS and list(res.dropped.columns) == results.DROPPED_COLUMNS
     )
+
+
+def test_points_frame_carries_the_telemetry_figures_and_flags(tmp_path: Path) -> None:
+    p = rf.with_telemetry(rf.point(2, 0, 50.0), power_w=200.0, throttle=lambda t, g: 0x4)
+    rf.write(tmp_path, rf.record(config="ar", benchmark=rf.bench([p, rf.point(2, 1, 50.0)])))
+    pts = results.load(tmp_path / "run1").points.sort_values("repeat")
+    first, second = pts.iloc[0], pts.iloc[1]
+    assert first.j_per_token == pytest.approx(200.0 * 10 / 500)
+    assert first.power_mean_w == pytest.approx(200.0) and first.throttled_share == pytest.approx(1.0)
+    assert "throttled" in first.telemetry_flags.split(", ") and first.throttle_reasons == "sw_power_cap"
+    assert pd.isna(second.j_per_token) and pd.isna(second.telemetry_flags)  # a point without telemetry
+
+
+def test_time_scaled_stand_in_energy_is_given_at_real_world_time(tmp_path: Path) -> None:
+    p = rf.with_telemetry(rf.point(2, 0, 50.0), power_w=200.0)
+    rec = rf.record(config="ar", benchmark=rf.bench([p]))
+    rec["benchmark"]["meta"]["server_info"] = {"sglbench_sim": {"time_scale": 0.1}}
+    rf.write(tmp_path, rec)
+    row = results.load(tmp_path / "run1").points.iloc[0]
+    assert row.j_per_token == pytest.approx(200.0 * 10 / 500 / 0.1)
+    assert row.power_mean_w == pytest.approx(200.0)  # a power is not a duration

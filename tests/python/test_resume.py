@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
+import recordfactory
 
 from sglbench import resume
 
@@ -265,3 +267,98 @@ def test_seen_measurements_lists_every_committed_version_of_a_point_kept_or_move
     resume.commit_point(str(tmp_path), exp[1], outcome="failed", error="boom")  # no measurement: no t0
     seen = resume.seen_measurements(str(tmp_path), ["c1-r0", "c1-r1", "c9-r0"])
     assert seen == {"c1-r0": [20.0, 10.0]}
+
+
+# -- telemetry at commit ------------------------------------------------------------------------------------
+def _raw_telemetry(**kw: Any) -> dict[str, Any]:
+    return recordfactory.raw_telemetry(**kw)
+
+
+def _commit_tel(d: Path, point: dict, telemetry: object, **kw: object) -> dict:
+    return resume.commit_point(
+        str(d),
+        point,
+        outcome="ok",
+        summary={"point": point["point"], "n_ok": 4, "n_err": 0, "total_output_tokens": 1200},
+        records=[{"point": point["point"], "repeat": point["repeat"], "end_s": 1.0}],
+        telemetry=telemetry,  # type: ignore[arg-type]
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def test_commit_keeps_the_raw_telemetry_and_the_figures_in_the_point_file(tmp_path: Path) -> None:
+    exp = resume.expected_points("h", {"concurrency": [1]}, None)
+    raw = _raw_telemetry(start=1000.0, seconds=10.0, power_w=300.0)
+    host = raw["clock"]
+    clock = {"sent": host["host_started"] - 7.2, "received": host["host_ended"] - 6.8}
+    doc = _commit_tel(tmp_path, exp[0], raw, clock=clock, gpu_hour_usd="2.0")
+    stored = json.loads((tmp_path / "points" / "c1-r0.json").read_text())
+    assert stored == doc
+    tel = stored["telemetry"]
+    assert tel["energy_j"] == pytest.approx(3000.0) and tel["j_per_token"] == pytest.approx(3000.0 / 1200)
+    assert tel["clock"]["offset_s"] == pytest.approx(7.0) and tel["clock"]["uncertainty_s"] == pytest.approx(
+        0.2
+    )
+    assert tel["cost"]["usd_per_mtok"] == pytest.approx(2.0 * 10.0 / 3600 / 1200 * 1e6)
+    assert json.loads((tmp_path / "points" / "c1-r0.telemetry.json").read_text()) == raw
+
+
+def test_commit_without_clock_records_the_offset_as_unknown(tmp_path: Path) -> None:
+    exp = resume.expected_points("h", {"concurrency": [1]}, None)
+    tel = _commit_tel(tmp_path, exp[0], _raw_telemetry())["telemetry"]
+    assert tel["clock"]["offset_s"] is None and "clock_unknown" in tel["flags"]
+
+
+def test_commit_without_telemetry_writes_the_point_file_as_before(tmp_path: Path) -> None:
+    exp = resume.expected_points("h", {"concurrency": [1]}, None)
+    doc = _commit_tel(tmp_path, exp[0], None)
+    assert "telemetry" not in doc
+    assert sorted(p.name for p in (tmp_path / "points").iterdir()) == ["c1-r0.json", "c1-r0.requests.jsonl"]
+
+
+def test_unusable_telemetry_still_commits_the_point(tmp_path: Path) -> None:
+    exp = resume.expected_points("h", {"concurrency": [1]}, None)
+    doc = _commit_tel(tmp_path, exp[0], {"schema": 1, "window": {"start": 5.0, "end": 1.0}})
+    assert doc["outcome"] == "ok" and "window" in doc["telemetry"]["error"]
+
+
+def test_non_finite_numbers_in_raw_telemetry_are_stored_as_null(tmp_path: Path) -> None:
+    exp = resume.expected_points("h", {"concurrency": [1]}, None)
+    raw = _raw_telemetry()
+    raw["gpu"]["rows"][0][2] = float("nan")
+    _commit_tel(tmp_path, exp[0], raw)
+    text = (tmp_path / "points" / "c1-r0.telemetry.json").read_text()
+    assert "NaN" not in text and json.loads(text)["gpu"]["rows"][0][2] is None
+
+
+def test_telemetry_files_move_with_their_point_and_orphans_are_partial(tmp_path: Path) -> None:
+    exp = resume.expected_points("h", {"concurrency": [1, 2]}, None)
+    _commit_tel(tmp_path, exp[0], _raw_telemetry())
+    _commit_tel(tmp_path, dict(exp[1], hash="other"), _raw_telemetry())  # stale
+    (tmp_path / "points" / "c4-r0.telemetry-gpu.parquet").write_bytes(b"x")  # no point file
+    plan = resume.plan_points(str(tmp_path), exp, now=0)
+    assert plan["done"] == ["c1-r0"]
+    reasons = {(m["file"], m["reason"]) for m in plan["moved"]}
+    assert ("points/c2-r0.telemetry.json", "stale") in reasons
+    assert ("points/c4-r0.telemetry-gpu.parquet", "partial") in reasons
+    assert (tmp_path / "points" / "c1-r0.telemetry.json").is_file()  # the kept point's
+
+
+def test_assemble_turns_raw_telemetry_into_tables_and_lists_the_figures(tmp_path: Path) -> None:
+    from sglbench import columnar
+
+    exp = resume.expected_points("h", {"concurrency": [1, 2]}, None)
+    raw = _raw_telemetry(gpus=(0, 1))
+    _commit_tel(tmp_path, exp[0], raw)
+    _commit_tel(tmp_path, exp[1], None)
+    bench = resume.assemble_benchmark(str(tmp_path), exp, prompt_set="p", identity_hash="h")
+    assert bench is not None
+    assert bench["points"][0]["telemetry"]["energy_j"] == pytest.approx(2 * 300.0 * 10.0)
+    assert "telemetry" not in bench["points"][1]
+    points = tmp_path / "points"
+    assert not (points / "c1-r0.telemetry.json").exists()
+    assert (points / "c1-r0.telemetry-gpu.parquet").is_file() and (
+        points / "c1-r0.telemetry-server.parquet"
+    ).is_file()
+    back = columnar.read_telemetry(points, "c1-r0")
+    assert back is not None and back["window"] == raw["window"] and back["gpu"]["rows"] == raw["gpu"]["rows"]

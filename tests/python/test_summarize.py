@@ -371,3 +371,45 @@ def test_one_host_output_has_no_host_column_and_no_drop_notice(tmp_path: Path) -
     md = summarize.to_markdown(summarize.summary_table(res), res)
     assert "host(s) gpu1\n" in md and "| config | algorithm |" in md and "| host |" not in md
     assert "Dropped out" not in md and "cut" not in md
+
+
+def _telemetry_pair(root: Path, throttled_repeat: int | None = None) -> Path:
+    def throttle(r: int) -> object:
+        return (lambda t, g: 0x40 if t > 1005.0 else 0) if r == throttled_repeat else 0
+
+    pts = [rf.with_telemetry(rf.point(4, r, 100.0), power_w=300.0, throttle=throttle(r)) for r in range(2)]
+    rf.write(root, rf.record(config="ar", benchmark=rf.bench(pts)))
+    pts = [rf.with_telemetry(rf.point(4, r, 200.0, accept=3.0), power_w=350.0) for r in range(2)]
+    rf.write(root, rf.record(config="dflash", algorithm="DFLASH", benchmark=rf.bench(pts)))
+    return root / "run1"
+
+
+def test_energy_per_token_and_cost_columns_come_from_the_points(tmp_path: Path) -> None:
+    res = results.load(_telemetry_pair(tmp_path, throttled_repeat=1))
+    t = summarize.summary_table(res)
+    ar, sp = _row(t, "ar"), _row(t, "dflash")
+    # 10 s windows on one GPU: 300 W x 10 s over 100 tok/s x 10 s, and 350 W over 200 tok/s.
+    assert ar.j_per_token == pytest.approx(300.0 * 10 / 1000)
+    assert sp.j_per_token == pytest.approx(350.0 * 10 / 2000)
+    assert sp.usd_per_mtok == pytest.approx(2.0 * 10 / 3600 / 2000 * 1e6)
+    assert ar.telemetry_flags == "throttled 1/2" and sp.telemetry_flags == ""
+    md = summarize.to_markdown(t, res)
+    assert "J/tok" in md and "$/Mtok" in md and "telemetry flags" in md and "throttled 1/2" in md
+    assert summarize.TELEMETRY_FLAGS_NOTE in md
+    assert summarize.SIM_BANNER in md  # simulated stays labelled
+
+
+def test_tables_without_telemetry_have_no_energy_columns(tmp_path: Path) -> None:
+    res = results.load(_write_pair(tmp_path, [100.0, 100.0], [200.0, 400.0]))
+    t = summarize.summary_table(res)
+    assert t["j_per_token"].isna().all()
+    md = summarize.to_markdown(t, res)
+    assert "J/tok" not in md and "$/Mtok" not in md and "telemetry flags" not in md
+
+
+def test_cost_column_needs_a_price(tmp_path: Path) -> None:
+    pts = [rf.with_telemetry(rf.point(4, r, 100.0), gpu_hour_usd=None) for r in range(2)]
+    rf.write(tmp_path, rf.record(config="ar", benchmark=rf.bench(pts)))
+    res = results.load(tmp_path / "run1")
+    md = summarize.to_markdown(summarize.summary_table(res), res)
+    assert "J/tok" in md and "$/Mtok" not in md

@@ -11,6 +11,10 @@ imported on the controller as ``sglbench.hostlib.result_schema``. Schema ids com
   :meth:`Benchmark.from_dict` reads it, one :class:`BenchPoint` per load point and repeat.
 - **Point file** (``points/<key>.json``, ``sglbench.point/1``): :class:`PointFile`.
 - **Per-request row** (``requests.jsonl``): :class:`RequestRow` (the fields the controller reads, typed).
+- **Point telemetry** (``telemetry`` of a point file and of its bench point): :class:`PointTelemetry`
+  reads the figures ``sglbench.telemetry.derive`` computed on the controller; :data:`TELEMETRY_FIGURES`
+  names each figure once (column, place in the document, label, unit) as :data:`METRICS` does for
+  latency, and :data:`TELEMETRY_FLAGS` the point's warnings.
 - **Metrics**: :data:`METRICS` names each latency metric once (its key in a point summary, label, unit,
   the statistics the summary table shows); every frame and table column derives from it with
   :meth:`Metric.column` (``ttft_ms`` + ``p50`` -> ``ttft_ms_p50``, the point summary's ``ttft_ms.p50``).
@@ -81,6 +85,132 @@ def point_metric_columns() -> list[str]:
 def table_metric_columns() -> list[str]:
     """The latency columns of the summary table, in order: ``ttft_ms_p50``, ``ttft_ms_p99``, ..."""
     return [m.column(s) for m in table_metrics() for s in m.shown]
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One telemetry figure of a point: a column in every frame, read from the point's ``telemetry``."""
+
+    key: str  # the column in every frame and table: "j_per_token"
+    path: tuple[str, ...]  # where it sits in the telemetry document: ("cost", "usd_per_mtok")
+    label: str  # table header: "J/tok"
+    unit: str
+    meaning: str
+    shown: bool = False  # a summary-table column (shown only when some point has the figure)
+    digits: str = ".2f"  # display format
+    # Against a time-scaled stand-in: "time" figures grow with the window (energy, J/token, cost) and are
+    # divided by the scale, "rate" figures (per joule) multiplied by it; "" figures stay as read.
+    scaled: str = ""
+
+
+_T, _R = "time", "rate"
+TELEMETRY_FIGURES: tuple[Figure, ...] = (
+    Figure(
+        "j_per_token",
+        ("j_per_token",),
+        "J/tok",
+        "J",
+        "GPU energy over the measured window (all the config's GPUs, nvidia-smi power) per output token",
+        True,
+        ".3f",
+        _T,
+    ),
+    Figure(
+        "usd_per_mtok",
+        ("cost", "usd_per_mtok"),
+        "$/Mtok",
+        "USD",
+        "the configured GPU-hour price x GPUs x measured window, per million output tokens",
+        True,
+        scaled=_T,
+    ),
+    Figure(
+        "tokens_per_j",
+        ("tokens_per_j",),
+        "tok/J",
+        "tokens",
+        "output tokens per joule, all GPUs",
+        False,
+        ".3f",
+        _R,
+    ),
+    Figure("energy_j", ("energy_j",), "energy", "J", "GPU energy over the measured window", False, ".0f", _T),
+    Figure("power_mean_w", ("power_mean_w",), "power", "W", "mean board power, GPUs summed", digits=".0f"),
+    Figure(
+        "power_peak_w", ("power_peak_w",), "peak power", "W", "highest one-GPU power sample", digits=".0f"
+    ),
+    Figure("sm_clock_mean_mhz", ("sm_clock_mean_mhz",), "SM clock", "MHz", "mean SM clock", digits=".0f"),
+    Figure("sm_util_mean_pct", ("sm_util_mean_pct",), "SM util", "%", "mean SM utilisation", digits=".0f"),
+    Figure("throttled_share", ("throttled_share",), "throttled", "share", "share of the window throttled"),
+    Figure("kv_usage_mean", ("server", "kv_usage_mean"), "KV use", "share", "mean KV pool usage"),
+    Figure(
+        "queue_peak", ("server", "queue_peak"), "queue peak", "requests", "most requests queued", digits=".0f"
+    ),
+    Figure(
+        "running_mean",
+        ("server", "running_mean"),
+        "running",
+        "requests",
+        "mean running requests",
+        digits=".1f",
+    ),
+    Figure(
+        "spec_accept_length_mean",
+        ("server", "spec_accept_length_mean"),
+        "srv accept",
+        "tokens",
+        "accept length",
+    ),
+    Figure("retractions", ("server", "retractions"), "retracted", "requests", "retractions", digits=".0f"),
+    Figure("steady_s", ("steady", "seconds"), "steady", "s", "steady window (MSER-5)", False, ".1f", _T),
+    Figure(
+        "steady_j_per_token",
+        ("steady", "j_per_token"),
+        "steady J/tok",
+        "J",
+        "J/token, steady window",
+        False,
+        ".3f",
+        _T,
+    ),
+    Figure(
+        "steady_power_mean_w",
+        ("steady", "power_mean_w"),
+        "steady power",
+        "W",
+        "mean power, steady window",
+        digits=".0f",
+    ),
+    Figure(
+        "clock_offset_s",
+        ("clock", "offset_s"),
+        "clock offset",
+        "s",
+        "host clock - controller clock",
+        digits=".3f",
+    ),
+    Figure(
+        "clock_uncertainty_s", ("clock", "uncertainty_s"), "offset ±", "s", "offset uncertainty", digits=".3f"
+    ),
+)
+# A point's telemetry warnings, in display order: a window that saw power or thermal throttling, no
+# steady state, gaps in the samples, a GPU without samples, an unknown clock offset, host sampling errors.
+TELEMETRY_FLAGS = ("throttled", "not_steady", "gaps", "missing_gpu", "clock_unknown", "sampling_errors")
+
+
+def telemetry_columns() -> list[str]:
+    """Every telemetry column of the points frame, in :data:`TELEMETRY_FIGURES` order."""
+    return [f.key for f in TELEMETRY_FIGURES]
+
+
+def table_telemetry() -> list[Figure]:
+    """The telemetry figures the summary table shows (when some point has them)."""
+    return [f for f in TELEMETRY_FIGURES if f.shown]
+
+
+def table_telemetry_columns() -> list[str]:
+    """Their columns, in order: ``j_per_token``, ``usd_per_mtok``."""
+    return [f.key for f in table_telemetry()]
 
 
 # -- typed reading with errors that name the field ------------------------------------------------------
@@ -268,6 +398,39 @@ def note_ended_client(summary: Mapping[str, Any], ended: Mapping[str, Any]) -> d
 
 
 @dataclass(frozen=True)
+class PointTelemetry:
+    """The telemetry figures of one point (``sglbench.telemetry.derive``; docs/records.md, "Telemetry")."""
+
+    figures: dict[str, float | None]  # TELEMETRY_FIGURES key -> value
+    flags: list[str] = field(default_factory=list)  # TELEMETRY_FLAGS that apply
+    steady_status: str | None = None  # steady | not_steady | too_short | no_series
+    throttle_reasons: list[str] = field(default_factory=list)
+    gpus: list[int] = field(default_factory=list)
+    error: str | None = None  # the raw document could not be used at all
+
+    def figure(self, key: str) -> float | None:
+        return self.figures.get(key)
+
+    @classmethod
+    def from_reader(cls, r: Reader) -> PointTelemetry:
+        figures: dict[str, float | None] = {}
+        for f in TELEMETRY_FIGURES:
+            node: Reader | None = r
+            for part in f.path[:-1]:
+                node = node.sub(part) if node is not None else None
+            figures[f.key] = node.float_(f.path[-1]) if node is not None else None
+        steady = r.sub("steady")
+        return cls(
+            figures=figures,
+            flags=[str(x) for x in r.list_("flags")],
+            steady_status=steady.str_("status") if steady is not None else None,
+            throttle_reasons=[str(x) for x in r.list_("throttle_reasons")],
+            gpus=[int(g) for g in r.list_("gpus") if isinstance(g, int) and not isinstance(g, bool)],
+            error=r.str_("error"),
+        )
+
+
+@dataclass(frozen=True)
 class BenchPoint:
     """One load point and repeat of a benchmark summary's ``points`` list (what the controller reads)."""
 
@@ -288,6 +451,7 @@ class BenchPoint:
     seed: int | None = None
     ended_client: dict[str, Any] | None = None  # ENDED_CLIENT: measured after ending a cut-off client
     load_s: float | None = None  # LOAD_S: the load generator's whole run for the point
+    telemetry: PointTelemetry | None = None  # figures derived on the controller at commit; None: not sampled
 
     def dist(self, key: str) -> Distribution:
         """The distribution of metric ``key`` (``ttft_ms``); all None when the summary has none."""
@@ -316,6 +480,7 @@ class BenchPoint:
             seed=r.int_("seed"),
             ended_client=r.dict_(ENDED_CLIENT) or None,
             load_s=r.float_(LOAD_S),
+            telemetry=PointTelemetry.from_reader(tel) if (tel := r.sub("telemetry")) is not None else None,
         )
 
 
@@ -440,9 +605,11 @@ class PointFile:
     requests_file: str | None = None  # relative to the attempt directory
     summary: dict[str, Any] | None = None  # the point summary (one entry of the bench summary's points)
     meta: dict[str, Any] | None = None
+    # Figures derived from the point's telemetry (PointTelemetry's document); None when none was sampled.
+    telemetry: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        doc = {
             "schema": POINT_SCHEMA,
             "key": self.key,
             "hash": self.hash,
@@ -454,6 +621,9 @@ class PointFile:
             "summary": self.summary,
             "meta": self.meta,
         }
+        if self.telemetry is not None:
+            doc["telemetry"] = self.telemetry
+        return doc
 
     @classmethod
     def from_dict(cls, data: Any) -> PointFile | None:
@@ -461,6 +631,7 @@ class PointFile:
         if not isinstance(data, Mapping):
             return None
         summary, meta, point = data.get("summary"), data.get("meta"), data.get("point")
+        telemetry = data.get("telemetry")
         return cls(
             key=str(data.get("key") or ""),
             hash=data.get("hash"),
@@ -471,6 +642,7 @@ class PointFile:
             requests_file=data.get("requests_file"),
             summary=dict(summary) if isinstance(summary, Mapping) else None,
             meta=dict(meta) if isinstance(meta, Mapping) else None,
+            telemetry=dict(telemetry) if isinstance(telemetry, Mapping) else None,
         )
 
     @property

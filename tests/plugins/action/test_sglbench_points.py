@@ -4,7 +4,9 @@ calls them, on the controller, until the search says done."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
+import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -239,3 +241,86 @@ def test_run_raises_when_the_results_cannot_be_written(
     monkeypatch.setattr(action.resume, "commit_point", full)
     with pytest.raises(AnsibleActionFail, match=r"op=run in .*No space left on device"):
         _run(monkeypatch, _Host(), op="run", points=plan["todo"], **common)
+
+
+def test_commit_takes_telemetry_clock_and_price_as_the_playbook_passes_them(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import sys
+
+    sys.path.insert(0, str(REPO / "tests" / "python"))
+    from recordfactory import raw_telemetry
+
+    raw = raw_telemetry(power_w=200.0)
+    point = {"key": "c1-r0", "hash": "x", "point": "c1", "concurrency": 1, "repeat": 0}
+    summary = {"point": "c1", "n_ok": 2, "n_err": 0, "total_output_tokens": 400}
+    host = raw["clock"]
+    out = _call(
+        monkeypatch,
+        op="commit",
+        dir=str(tmp_path),
+        point=point,
+        summary=summary,
+        telemetry=raw,
+        clock={"sent": host["host_started"] - 0.1, "received": host["host_ended"] + 0.1},
+        gpu_hour_usd="1.5",  # Jinja renders numbers as strings
+    )
+    tel = out["point"]["telemetry"]
+    assert tel["j_per_token"] == pytest.approx(200.0 * 10.0 / 400)
+    assert tel["clock"]["offset_s"] == pytest.approx(0.0) and tel["cost"]["gpu_hour_usd"] == 1.5
+    assert (tmp_path / "points" / "c1-r0.telemetry.json").is_file()
+    with pytest.raises(AnsibleActionFail, match="telemetry must be an object"):
+        _call(monkeypatch, op="commit", dir=str(tmp_path), point=point, summary=summary, telemetry=[raw])
+
+
+class _TelemetryHost(_Host):
+    """The host with telemetry on: each point's raw document, the call's own start and end when asked."""
+
+    def __init__(self, call_clock: bool, spooled: str | None = None) -> None:
+        super().__init__()
+        self.call_clock, self.spooled = call_clock, spooled
+
+    def __call__(
+        self, module_name: str, module_args: dict[str, Any], task_vars: Any = None
+    ) -> dict[str, Any]:
+        import sys
+
+        sys.path.insert(0, str(REPO / "tests" / "python"))
+        from recordfactory import raw_telemetry
+
+        began = time.time()
+        out = super().__call__(module_name, module_args, task_vars)
+        now = time.time()
+        for p in out["points"]:
+            p["summary"]["total_output_tokens"] = 1000
+            p["telemetry"] = raw_telemetry(start=now - 12.0, power_w=150.0)
+            p["spooled"] = p["key"] == self.spooled
+        if self.call_clock:
+            out["clock"] = {"host_started": began, "host_ended": time.time()}
+        return out
+
+
+@pytest.mark.parametrize("call_clock", [True, False])
+def test_run_commits_each_points_telemetry_timed_by_the_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, call_clock: bool
+) -> None:
+    common = {"dir": str(tmp_path), "identity_hash": IDENTITY, "load": {"concurrency": [1, 2], "repeats": 1}}
+    plan = _call(monkeypatch, op="plan", fresh=False, **common)
+    host = _TelemetryHost(call_clock, spooled="c2-r0")
+    _run(monkeypatch, host, op="run", points=plan["todo"], gpu_hour_usd="3.0", **common)
+    files = [p for p in (tmp_path / "points").glob("*.json") if not p.name.endswith(".telemetry.json")]
+    docs = {p.stem: json.loads(p.read_text()) for p in files}
+    assert sorted(docs) == ["c1-r0", "c2-r0"]
+    for key, doc in docs.items():
+        tel = doc["telemetry"]
+        assert tel["energy_j"] == pytest.approx(150.0 * 10.0) and tel["j_per_token"] == pytest.approx(1.5)
+        assert tel["cost"]["usd_per_mtok"] == pytest.approx(3.0 * 10.0 / 3600 / 1000 * 1e6)
+        assert (tmp_path / "points" / f"{key}.telemetry.json").is_file()
+    # The same clocks on both sides of this test: the offset is near zero and within its bound, except for
+    # the spooled point without the call's own times, whose offset stays unknown.
+    first = docs["c1-r0"]["telemetry"]["clock"]
+    if call_clock:
+        assert abs(first["offset_s"]) <= first["uncertainty_s"] + 1e-6
+        assert docs["c2-r0"]["telemetry"]["clock"]["offset_s"] is not None
+    else:
+        assert "clock_unknown" in docs["c2-r0"]["telemetry"]["flags"]
