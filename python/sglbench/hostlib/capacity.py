@@ -158,6 +158,8 @@ class Plan:
     sglang_release: str | None = None
     accepted_by: list[str] = field(default_factory=list)
     flags_effect: dict[str, list[str]] = field(default_factory=dict)
+    # set when the model's layout is planned from the nearest modelled one (geometry.APPROXIMATED_MODEL_TYPES)
+    uncertainty: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -665,7 +667,7 @@ def kv_cell(args: argparse.Namespace, inp: Inputs) -> Cell:
         target /= inp.launch.pp
     dgeo = sp.dgeo
     draft = dgeo.cell_bytes(kv_bytes, inp.kv_dtype) if dgeo is not None else 0
-    if dgeo is not None and dgeo.attention == "mla":
+    if dgeo is not None and dgeo.mla:
         draft = 0  # MTP-like drafts share the target's latent layout; counted by layer ratio
     folded = target
     if sp.dflash_like and dgeo is not None and inp.cell_scaling:
@@ -789,9 +791,9 @@ class Pools:
 def _target_kv_sizes(inp: Inputs, tokens: Tokens) -> tuple[float, float]:
     """(K, V) of the target's KV pool, with SGLang's extra page."""
     geo, page, kv_bytes = inp.geo, inp.launch.page, inp.kv_bytes
-    if geo.attention == "mla":
+    if geo.mla:
         pg = tokens.total + page
-        return pg * (geo.kv_lora_rank + geo.qk_rope_head_dim) * geo.kv_layers * kv_bytes / GiB, 0.0
+        return pg * geo.mla_dim_bytes(kv_bytes, inp.kv_dtype) * geo.kv_layers / GiB, 0.0
     full_pg = (tokens.full if tokens.full is not None else tokens.total) + page
     k = full_pg * geo.kv_heads_per_rank * geo.head_dim * geo.kv_layers * kv_bytes / GiB
     v = full_pg * geo.kv_heads_per_rank * geo.v_head_dim * geo.kv_layers * kv_bytes / GiB
@@ -810,8 +812,8 @@ def _draft_kv_sizes(inp: Inputs, tokens: Tokens) -> tuple[float, float]:
     pg = tokens.total + inp.launch.page
     if dgeo is None:
         return 0.0, 0.0
-    if dgeo.attention == "mla":
-        return pg * (dgeo.kv_lora_rank + dgeo.qk_rope_head_dim) * kv_bytes / GiB, 0.0
+    if dgeo.mla:
+        return pg * dgeo.mla_dim_bytes(kv_bytes, inp.kv_dtype) / GiB, 0.0
     dk = pg * dgeo.kv_heads_per_rank * dgeo.head_dim * dgeo.num_layers * kv_bytes / GiB
     dv = pg * dgeo.kv_heads_per_rank * dgeo.v_head_dim * dgeo.num_layers * kv_bytes / GiB
     return dk, dv
@@ -1082,6 +1084,8 @@ def _assemble(args: argparse.Namespace, inp: Inputs) -> Plan:
     sl = slack(args, inp, b, allocated)
     fail = failure(args, inp, b, mamba, tokens.total, requests.n)
     warnings = tokens.warnings + requests.warnings + _activation_warning(sl, fail, tokens.total)
+    if inp.geo.uncertainty:
+        warnings.insert(0, f"approximate plan: {inp.geo.uncertainty}; check it against a real startup log")
     dgeo = inp.speculation.dgeo
     notes += inp.geo.notes + (dgeo.notes if dgeo else [])
     return _to_plan(args, inp, (b, cell, mamba, tokens, requests.n, allocated, sl), fail, warnings, notes)
@@ -1158,6 +1162,7 @@ def _to_plan(
         sglang_release=getattr(args, "_sglbench_release", None),
         accepted_by=list(getattr(args, "_sglbench_accepted_by", [])),
         flags_effect=sglang_args.capacity_effect(args),
+        uncertainty=geo.uncertainty,
     )
 
 

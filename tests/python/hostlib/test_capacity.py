@@ -462,8 +462,9 @@ def test_context_longer_than_model_fails_like_sglang():
         (lambda c: c.pop("architectures"), "architectures"),
         (lambda c: c.update(num_key_value_heads="eight"), "num_key_value_heads"),
         (
+            # a Nemotron-H is planned from its layer pattern: without one the error names that field
             lambda c: c.update(architectures=["NemotronHForCausalLM"], model_type="nemotron_h"),
-            "architectures",
+            "hybrid_override_pattern",
         ),
         (lambda c: c.update(layer_types=["full_attention"]), "layer_types"),
     ],
