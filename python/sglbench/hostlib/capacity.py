@@ -44,6 +44,7 @@ from . import (
     gpus,
     hf_cache,
     sglang_args,
+    sglang_defaults,
     sglang_facts,
 )
 
@@ -160,6 +161,8 @@ class Plan:
     flags_effect: dict[str, list[str]] = field(default_factory=dict)
     # set when the model's layout is planned from the nearest modelled one (geometry.APPROXIMATED_MODEL_TYPES)
     uncertainty: str | None = None
+    # whose default rule filled in chunked prefill, CUDA-graph size and mem_fraction_static (sglang_defaults)
+    defaults_rule: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -226,38 +229,27 @@ def resolve_accounting(accounting: str | None, sglang_version: str | None = None
     return DEFAULT_ACCOUNTING
 
 
-# --- SGLang defaults (§2.2) ----------------------------------------------------------------------
+# --- SGLang defaults (§2.2): the rule of each release, in sglang_defaults ------------------------
 
 
-def default_chunked_prefill_and_graph_bs(gpu_mem_mib: float | None, tp: int) -> tuple[int, int]:
-    if gpu_mem_mib is None:
-        return 4096, 160
-    g = gpu_mem_mib
-    if g < 20 * 1024:
-        return 2048, 8
-    if g < 35 * 1024:
-        return 2048, (24 if tp < 4 else 80)
-    if g < 60 * 1024:
-        return 4096, (32 if tp < 4 else 160)
-    if g < 160 * 1024:
-        return 8192, (256 if tp < 4 else 512)
-    return 16384, 512
+def defaults_era(args: argparse.Namespace | None) -> sglang_defaults.DefaultsEra:
+    """The default rule of the one release the command line was checked against (``--sglang-version``);
+    without one, the 0.5.10-0.5.19 rule (the era of the default accounting variant)."""
+    accepted = list(getattr(args, "_sglbench_accepted_by", []) or [])
+    release = getattr(args, "_sglbench_release", None)
+    if release and len(accepted) <= 1:
+        return sglang_defaults.era_for(_version_tuple(release))
+    return sglang_defaults.era_for(None)
 
 
-def sglang_reserved_mib(
-    gpu_mem_mib: float, cps: int, cgmb: int, tp: int, pp: int, max_prefill_tokens: int, spec: str | None
-) -> float:
-    reserved = 512.0
-    reserved += max(cps if cps > 0 else max_prefill_tokens, 2048) * 1.5
-    reserved += cgmb * 2
-    reserved += tp * pp / 8 * 1024
-    if gpu_mem_mib > 60 * 1024:
-        reserved = max(reserved, 10 * 1024)
-    reserved += sglang_facts.startup_reserve_mib(spec)
-    return reserved
+def default_chunked_prefill_and_graph_bs(
+    gpu_mem_mib: float | None, tp: int, era: sglang_defaults.DefaultsEra | None = None
+) -> tuple[int, int]:
+    return (era or sglang_defaults.era_for(None)).chunked_prefill_and_graph_bs(gpu_mem_mib, tp)
 
 
 def vlm_factor(geo: geometry.Geometry) -> float:
+    """``adjust_mem_fraction_for_vlm``: the vision tower's share, from its depth and width."""
     if not geo.multimodal:
         return 1.0
     hidden = geo.vit_hidden or 1152
@@ -266,21 +258,13 @@ def vlm_factor(geo: geometry.Geometry) -> float:
 
 
 def default_mem_fraction_static(
-    gpu_mem_mib: float | None,
+    era: sglang_defaults.DefaultsEra,
     cps: int,
     cgmb: int,
-    tp: int,
-    pp: int,
-    max_prefill_tokens: int,
-    spec: str | None,
+    d: sglang_defaults.DefaultsInputs,
     geo: geometry.Geometry,
 ) -> float:
-    if gpu_mem_mib is None:
-        mfs = 0.88
-    else:
-        reserved = sglang_reserved_mib(gpu_mem_mib, cps, cgmb, tp, pp, max_prefill_tokens, spec)
-        mfs = round((gpu_mem_mib - reserved) / gpu_mem_mib, 3)
-    return mfs * vlm_factor(geo)
+    return era.mem_fraction_static(cps, cgmb, d) * vlm_factor(geo)
 
 
 # --- helpers ---------------------------------------------------------------------------------------
@@ -478,6 +462,33 @@ def resolve_speculation(
     return Speculation(spec, algo, dgeo, _spec_tokens(args, algo, draft_config, geo.model_class))
 
 
+def _defaults_inputs(
+    args: argparse.Namespace,
+    geo: geometry.Geometry,
+    gpu_mem_gib: float,
+    parallel: tuple[int, int, int],
+    algo: str | None,
+) -> sglang_defaults.DefaultsInputs:
+    tp, pp, _ = parallel
+    no_graph_flags = ("disable_piecewise_cuda_graph", "disable_prefill_cuda_graph", "enable_torch_compile")
+    return sglang_defaults.DefaultsInputs(
+        gpu_mem_mib=gpu_mem_gib * 1024.0,
+        tp=tp,
+        pp=pp,
+        spec=algo,
+        mla=geo.mla,
+        multimodal=geo.multimodal,
+        dp_attention=int(_arg(args, "dp_size", 1)) if _arg(args, "enable_dp_attention", False) else 0,
+        requested_mrr=getattr(args, "max_running_requests", None),
+        max_prefill=int(_arg(args, "max_prefill_tokens", 16384)),
+        no_prefill_graph=any(bool(_arg(args, f, False)) for f in no_graph_flags)
+        or bool(getattr(args, "lora_paths", None) or _arg(args, "enable_lora", False)),
+        disable_cuda_graph=bool(_arg(args, "disable_cuda_graph", False)),
+        model_class=geo.model_class,
+        model_type=geo.model_type,
+    )
+
+
 def _launch(
     args: argparse.Namespace,
     geo: geometry.Geometry,
@@ -493,7 +504,11 @@ def _launch(
     if algo and mrr is None:
         mrr = SPEC_DEFAULT_MAX_RUNNING_REQUESTS
         notes.append(f"speculative decoding: --max-running-requests defaults to {mrr}")
-    cps_def, cgmb_def = default_chunked_prefill_and_graph_bs(gpu_mem_gib * 1024.0, tp)
+    era = defaults_era(args)
+    cps_def, cgmb_def = era.chunked_prefill_and_graph_bs(gpu_mem_gib * 1024.0, tp)
+    cgmb_given = getattr(args, "cuda_graph_max_bs", None) is not None
+    cgmb = int(_arg(args, "cuda_graph_max_bs", cgmb_def))
+    cgmb = era.graph_bs(cgmb, _defaults_inputs(args, geo, gpu_mem_gib, parallel, algo), cgmb_given)
     ctx_flag = getattr(args, "context_length", None)
     return Launch(
         tp=tp,
@@ -502,7 +517,7 @@ def _launch(
         requested_mrr=requested_mrr,
         mrr=mrr,
         cps=int(_arg(args, "chunked_prefill_size", cps_def)),
-        cgmb=int(_arg(args, "cuda_graph_max_bs", cgmb_def)),
+        cgmb=cgmb,
         max_prefill=int(_arg(args, "max_prefill_tokens", 16384)),
         page=int(_arg(args, "page_size", 1)) or 1,
         ctx=int(ctx_flag) if ctx_flag else geo.context_len,
@@ -517,9 +532,9 @@ def _mem_fraction(
 ) -> tuple[float, str, float]:
     """(mem_fraction_static, "flag" | "default", SGLang's default for this config)."""
     mfs_flag = getattr(args, "mem_fraction_static", None)
-    mfs_default = default_mem_fraction_static(
-        gpu_mem_gib * 1024.0, launch.cps, launch.cgmb, launch.tp, launch.pp, launch.max_prefill, algo, geo
-    )
+    parallel = (launch.tp, launch.pp, launch.attn_dp)
+    d = _defaults_inputs(args, geo, gpu_mem_gib, parallel, algo)
+    mfs_default = default_mem_fraction_static(defaults_era(args), launch.cps, launch.cgmb, d, geo)
     if mfs_flag is None:
         return mfs_default, "default", mfs_default
     mfs = float(mfs_flag)
@@ -1163,6 +1178,7 @@ def _to_plan(
         accepted_by=list(getattr(args, "_sglbench_accepted_by", [])),
         flags_effect=sglang_args.capacity_effect(args),
         uncertainty=geo.uncertainty,
+        defaults_rule=defaults_era(args).name,
     )
 
 
@@ -1477,7 +1493,9 @@ def explain(p: Plan) -> str:
         f"{p.model_class} ({p.attention}), TP{p.tp_size}, accounting variant {p.accounting}"
         + (f", {p.spec_algorithm} with {p.num_draft_tokens} draft tokens" if p.spec_algorithm else ""),
         f"GPU {p.gpu_mem_gib:.2f} GiB, free at start {p.pre_gib:.2f} GiB; mem_fraction_static "
-        f"{p.mem_fraction_static:.4g} ({p.mem_fraction_static_source})",
+        f"{p.mem_fraction_static:.4g} ({p.mem_fraction_static_source}"
+        + (f", SGLang {p.defaults_rule} rule" if p.mem_fraction_static_source == "default" else "")
+        + ")",
         f"  weights            {p.weights_gib:8.2f} GiB  ({p.weights_source})",
     ]
     if p.spec_algorithm and p.draft_weights_gib:

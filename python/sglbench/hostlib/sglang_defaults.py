@@ -1,0 +1,212 @@
+"""SGLang's memory defaults per release: chunked prefill size, CUDA-graph max batch size and the
+``--mem-fraction-static`` it picks when the flag is not given.
+
+Standard library only (shipped to the GPU host beside :mod:`capacity`). Each era is read from one
+release's own source, named in its docstring; the boundaries between eras come from the flag
+catalogs (``sglang_catalogs/``), which show when a switch appeared or went:
+
+- :class:`Era056` (releases before 0.5.10; read in 0.5.6.post2 ``server_args._handle_gpu_memory_settings``):
+  piecewise CUDA graphs are opt-in (``--enable-piecewise-cuda-graph``), the speculative reserve is 2 GiB;
+- :class:`Era0510` (0.5.10 to 0.5.19; read in 0.5.10.post1): piecewise CUDA graphs are on unless a
+  rule turns them off (``_handle_piecewise_cuda_graph``), and their capture sizes are reserved
+  (8 MiB each, 1.5 GiB with an MLA backend); the speculative reserve is 4 GiB (6 GiB STANDALONE);
+- :class:`Era0520` (0.5.20 and later; read in 0.5.23 ``arg_groups/memory_hook.py``): the catalogs lose
+  ``--disable-piecewise-cuda-graph`` (per-phase ``cuda_graph_config``); 24-35 GB GPUs get a 4096-token
+  chunk and 48 (160 at TP>=4) decode graphs; the decode graph size is capped by
+  ``--max-running-requests``; the prefill (breakable) graph is on by default on CUDA; no speculative
+  term; without a GPU the fraction is 0.95.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from . import sglang_facts
+
+_GIB_MIB = 1024
+
+
+@dataclass(frozen=True)
+class DefaultsInputs:
+    """What SGLang's default rule reads (``gpu_mem_mib`` as ``get_device_memory_capacity`` gives it)."""
+
+    gpu_mem_mib: float | None
+    tp: int
+    pp: int
+    spec: str | None  # speculative algorithm as SGLang runs it, or None
+    mla: bool  # the attention backend is an MLA one (``use_mla_backend``)
+    multimodal: bool
+    dp_attention: int  # attention data-parallel size (0 without --enable-dp-attention)
+    requested_mrr: int | None  # --max-running-requests as given
+    max_prefill: int
+    no_prefill_graph: bool  # the flags rule out the piecewise / prefill graph
+    disable_cuda_graph: bool
+    model_class: str = ""
+    model_type: str = ""
+
+
+def pcg_capture_sizes(max_tokens: int) -> list[int]:
+    """``_generate_piecewise_cuda_graph_tokens`` (0.5.10.post1) / ``generate_prefill_cuda_graph_batch_sizes``
+    (0.5.23): the token counts a prefill graph is captured for, up to ``max_tokens``."""
+    sizes = (
+        list(range(4, 33, 4))
+        + list(range(48, 257, 16))
+        + list(range(288, 513, 32))
+        + list(range(576, 1024 + 1, 64))
+        + list(range(1280, 4096 + 1, 256))
+        + list(range(4608, max_tokens + 1, 512))
+    )
+    return [s for s in sizes if s <= max_tokens]
+
+
+class DefaultsEra:
+    """One era's rule. ``since``: the first release it applies to."""
+
+    name: ClassVar[str]
+    since: ClassVar[tuple[int, int, int]]
+    fallback_mfs: ClassVar[float] = 0.88  # when the GPU memory is unknown
+
+    def chunked_prefill_and_graph_bs(self, gpu_mem_mib: float | None, tp: int) -> tuple[int, int]:
+        """(chunked_prefill_size, cuda_graph_max_bs) by GPU memory and TP (the tier table)."""
+        if gpu_mem_mib is None:
+            return 4096, 160
+        g = gpu_mem_mib
+        if g < 20 * 1024:
+            return 2048, 8
+        if g < 35 * 1024:
+            return self._mid_tier(tp)
+        if g < 60 * 1024:
+            return 4096, (32 if tp < 4 else 160)
+        if g < 160 * 1024:
+            return 8192, (256 if tp < 4 else 512)
+        return 16384, 512
+
+    def _mid_tier(self, tp: int) -> tuple[int, int]:
+        return 2048, (24 if tp < 4 else 80)
+
+    def graph_bs(self, cgmb: int, d: DefaultsInputs, given: bool) -> int:
+        """The decode graph size the reserve is computed from."""
+        return cgmb
+
+    def prefill_graph_reserve_mib(self, cps: int, d: DefaultsInputs) -> float:
+        return 0.0
+
+    def spec_reserve_mib(self, spec: str | None) -> float:
+        if spec is None or spec == "NGRAM":
+            return 0.0
+        return 6 * _GIB_MIB if spec == "STANDALONE" else 2 * _GIB_MIB
+
+    def reserved_mib(self, cps: int, cgmb: int, d: DefaultsInputs) -> float:
+        """``reserved_mem`` of ``_handle_gpu_memory_settings``."""
+        reserved = 512.0
+        reserved += max(cps if cps > 0 else d.max_prefill, 2048) * 1.5
+        reserved += 0 if d.disable_cuda_graph else cgmb * 2
+        reserved += d.tp * d.pp / 8 * 1024
+        if d.dp_attention:
+            reserved += cgmb * d.dp_attention * 3
+            if cgmb > 300:
+                reserved += cgmb * d.dp_attention * 1.5
+        reserved += self.prefill_graph_reserve_mib(cps, d)
+        if d.gpu_mem_mib is not None and d.gpu_mem_mib > 60 * 1024:
+            reserved = max(reserved, 10 * 1024)
+        return reserved + self.spec_reserve_mib(d.spec)
+
+    def mem_fraction_static(self, cps: int, cgmb: int, d: DefaultsInputs) -> float:
+        """SGLang's default before the multimodal factor (``round(..., 3)`` as SGLang rounds it)."""
+        if d.gpu_mem_mib is None:
+            return self.fallback_mfs
+        reserved = self.reserved_mib(cps, cgmb, d)
+        return round((d.gpu_mem_mib - reserved) / d.gpu_mem_mib, 3)
+
+
+class Era056(DefaultsEra):
+    """0.5.6.post2 ``server_args._handle_gpu_memory_settings``: no piecewise-graph term by default,
+    2 GiB for EAGLE-family drafts, 6 GiB for STANDALONE."""
+
+    name = "0.5.6"
+    since = (0, 0, 0)
+
+
+class Era0510(DefaultsEra):
+    """0.5.10.post1 ``server_args._handle_gpu_memory_settings`` after ``_handle_piecewise_cuda_graph``:
+    piecewise CUDA graphs on unless speculative decoding, DP attention, PP > 1, a multimodal model or an
+    architecture in ``piecewise_cuda_graph_disabled_model_archs`` turns them off; reserve 8 MiB per
+    capture size (sizes up to the chunked prefill size) or 1.5 GiB with MLA; 4 GiB speculative reserve."""
+
+    name = "0.5.10"
+    since = (0, 5, 10)
+    disabled_archs: ClassVar[frozenset[str]] = frozenset(
+        {
+            "DeepseekV32ForCausalLM",
+            "Qwen3NextForCausalLM",
+            "GlmMoeDsaForCausalLM",
+            "BailingMoeV2_5ForCausalLM",
+            "LLaDAModelLM",
+        }
+    )
+
+    def prefill_graph_reserve_mib(self, cps: int, d: DefaultsInputs) -> float:
+        off = d.no_prefill_graph or d.spec is not None or d.dp_attention or d.pp > 1 or d.multimodal
+        if off or d.model_class in self.disabled_archs:
+            return 0.0
+        if d.mla:
+            return 1.5 * _GIB_MIB
+        return len(pcg_capture_sizes(cps)) * 8.0
+
+    def spec_reserve_mib(self, spec: str | None) -> float:
+        return float(sglang_facts.startup_reserve_mib(spec))
+
+
+class Era0520(DefaultsEra):
+    """0.5.23 ``arg_groups/memory_hook.py`` (``_handle_gpu_memory_settings``, ``reserve_for_graph_mb``):
+    the 24-35 GB tier takes 4096 tokens and 48 / 160 decode graphs; a default decode graph size above
+    ``--max-running-requests`` is capped to it; the breakable prefill graph (on by default on CUDA,
+    off for multimodal, KDA and DeepSeek-V4 models) reserves 8 MiB per capture size, 1.5 GiB with MLA
+    (capture sizes up to the chunk, at most 8192 with MLA); no speculative term; 0.95 without a GPU."""
+
+    name = "0.5.20"
+    since = (0, 5, 20)
+    fallback_mfs = 0.95
+
+    def _mid_tier(self, tp: int) -> tuple[int, int]:
+        return 4096, (48 if tp < 4 else 160)
+
+    def graph_bs(self, cgmb: int, d: DefaultsInputs, given: bool) -> int:
+        if not given and d.requested_mrr is not None and cgmb > d.requested_mrr:
+            return d.requested_mrr
+        return cgmb
+
+    def prefill_graph_reserve_mib(self, cps: int, d: DefaultsInputs) -> float:
+        off = d.no_prefill_graph or d.disable_cuda_graph or d.multimodal
+        if off or d.model_type in ("kimi_linear", "deepseek_v4"):
+            return 0.0
+        if d.mla:
+            return 1.5 * _GIB_MIB
+        return len(pcg_capture_sizes(cps)) * 8.0
+
+    def spec_reserve_mib(self, spec: str | None) -> float:
+        return 0.0
+
+
+ERAS: tuple[DefaultsEra, ...] = (Era056(), Era0510(), Era0520())
+
+
+def era_for(release: tuple[int, ...] | None) -> DefaultsEra:
+    """The era of a release (``(0, 5, 10)``); None (no release known) gives the 0.5.10 rule."""
+    if release is None:
+        return ERAS[1]
+    v = (*release, 0, 0, 0)[:3]
+    return [e for e in ERAS if e.since <= v][-1]
+
+
+__all__ = [
+    "ERAS",
+    "DefaultsEra",
+    "DefaultsInputs",
+    "Era0510",
+    "Era0520",
+    "Era056",
+    "era_for",
+    "pcg_capture_sizes",
+]
