@@ -5,7 +5,9 @@ Standard library only (shipped to the GPU host beside :mod:`capacity`). Each era
 release's own source, named in its docstring; the boundaries between eras come from the flag
 catalogs (``sglang_catalogs/``), which show when a switch appeared or went:
 
-- :class:`Era056` (releases before 0.5.10; read in 0.5.6.post2 ``server_args._handle_gpu_memory_settings``):
+- :class:`Era04` (releases before 0.5.6; read in 0.4.10 and 0.5.2 ``server_args.__post_init__``): a fixed
+  reserve per GPU tier (2.8 GiB + TP x PP / 10 below 35 GB, 9.5 GiB + TP x PP / 2 below 90 GB, ...);
+- :class:`Era056` (0.5.6 to 0.5.9; read in 0.5.6.post2 ``server_args._handle_gpu_memory_settings``):
   piecewise CUDA graphs are opt-in (``--enable-piecewise-cuda-graph``), the speculative reserve is 2 GiB;
 - :class:`Era0510` (0.5.10 to 0.5.19; read in 0.5.10.post1): piecewise CUDA graphs are on unless a
   rule turns them off (``_handle_piecewise_cuda_graph``), and their capture sizes are reserved
@@ -120,12 +122,41 @@ class DefaultsEra:
         return round((d.gpu_mem_mib - reserved) / d.gpu_mem_mib, 3)
 
 
+class Era04(DefaultsEra):
+    """0.4.10 / 0.5.2 ``server_args.__post_init__``: ``reserved_mem`` is a constant of the GPU tier and
+    TP x PP; chunk 2048 below 35 GB, 8192 below 160 GB, else 16384; 8 decode graphs (80 at TP>=4) below
+    35 GB, else 160; 2 GiB more with a draft (6 GiB STANDALONE, 0.5.2), 4 GiB more with DP attention."""
+
+    name = "0.4"
+    since = (0, 0, 0)
+
+    def chunked_prefill_and_graph_bs(self, gpu_mem_mib: float | None, tp: int) -> tuple[int, int]:
+        if gpu_mem_mib is None:
+            return 4096, 160
+        if gpu_mem_mib < 35 * 1024:
+            return 2048, (8 if tp < 4 else 80)
+        return (8192 if gpu_mem_mib < 160 * 1024 else 16384), 160
+
+    def reserved_mib(self, cps: int, cgmb: int, d: DefaultsInputs) -> float:
+        g, par = d.gpu_mem_mib or 0.0, d.tp * d.pp
+        if g < 35 * 1024:
+            reserved = (2.8 + par / 10) * 1024
+        elif g < 90 * 1024:
+            reserved = (9.5 + par / 2) * 1024
+        elif g < 160 * 1024:
+            reserved = (12 + par / 2) * 1024
+        else:
+            reserved = 32 * 1024
+        reserved += self.spec_reserve_mib(d.spec)
+        return reserved + (4 * _GIB_MIB if d.dp_attention else 0)
+
+
 class Era056(DefaultsEra):
     """0.5.6.post2 ``server_args._handle_gpu_memory_settings``: no piecewise-graph term by default,
     2 GiB for EAGLE-family drafts, 6 GiB for STANDALONE."""
 
     name = "0.5.6"
-    since = (0, 0, 0)
+    since = (0, 5, 6)
 
 
 class Era0510(DefaultsEra):
@@ -189,13 +220,13 @@ class Era0520(DefaultsEra):
         return 0.0
 
 
-ERAS: tuple[DefaultsEra, ...] = (Era056(), Era0510(), Era0520())
+ERAS: tuple[DefaultsEra, ...] = (Era04(), Era056(), Era0510(), Era0520())
 
 
 def era_for(release: tuple[int, ...] | None) -> DefaultsEra:
     """The era of a release (``(0, 5, 10)``); None (no release known) gives the 0.5.10 rule."""
     if release is None:
-        return ERAS[1]
+        return ERAS[2]
     v = (*release, 0, 0, 0)[:3]
     return [e for e in ERAS if e.since <= v][-1]
 

@@ -32,7 +32,8 @@ def test_capture_sizes_match_sglangs_list():
 @pytest.mark.parametrize(
     ("release", "era"),
     [
-        ("0.5.2", "0.5.6"),
+        ("0.4.10", "0.4"),
+        ("0.5.2", "0.4"),
         ("0.5.6.post2", "0.5.6"),
         ("0.5.10", "0.5.10"),
         ("0.5.19", "0.5.10"),
@@ -87,3 +88,12 @@ def test_mla_prefill_graph_reserve_is_flat():
         81559, 8, 1, None, True, False, 0, None, 16384, False, False, "DeepseekV32ForCausalLM"
     )
     assert sglang_defaults.Era0510().prefill_graph_reserve_mib(8192, dsa) == 0  # disabled-model list
+
+
+def test_04_rule_is_a_reserve_per_gpu_tier():
+    # 0.4.10: 24 GB tier reserves (2.8 + 1/10) GiB at TP1; H100 (9.5 + 4/2) GiB at TP4
+    p = plan("llama-3.1-8b-instruct", "0.4.10", 24564)
+    assert (p.chunked_prefill_size, p.cuda_graph_max_bs) == (2048, 8)
+    assert p.mem_fraction_static == round((24564 - 2.9 * 1024) / 24564, 3) == 0.879
+    h100 = plan("llama-3.1-70b-instruct", "0.4.10", 81559, "--tp-size", "4")
+    assert h100.mem_fraction_static == round((81559 - 11.5 * 1024) / 81559, 3)
