@@ -236,7 +236,7 @@ def defaults_era(args: argparse.Namespace | None) -> sglang_defaults.DefaultsEra
     """The default rule of the one release the command line was checked against (``--sglang-version``);
     without one, the 0.5.10-0.5.19 rule (the era of the default accounting variant)."""
     accepted = list(getattr(args, "_sglbench_accepted_by", []) or [])
-    release = getattr(args, "_sglbench_release", None)
+    release = getattr(args, "_sglbench_requested_release", None) or getattr(args, "_sglbench_release", None)
     if release and len(accepted) <= 1:
         return sglang_defaults.era_for(_version_tuple(release))
     return sglang_defaults.era_for(None)

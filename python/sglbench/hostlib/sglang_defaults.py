@@ -5,7 +5,9 @@ Standard library only (shipped to the GPU host beside :mod:`capacity`). Each era
 release's own source, named in its docstring; the boundaries between eras come from the flag
 catalogs (``sglang_catalogs/``), which show when a switch appeared or went:
 
-- :class:`Era04` (releases before 0.5.6; read in 0.4.10 and 0.5.2 ``server_args.__post_init__``): a fixed
+- :class:`Era046` (releases before 0.4.8; read in 0.4.6 and 0.4.7 ``server_args.__post_init__``): a constant
+  fraction by TP size up to 80 GB (0.88 at TP1 ... 0.79 at TP16), ``(gpu - 13 GiB) / gpu`` above;
+- :class:`Era04` (0.4.8 to 0.5.5; read in 0.4.8, 0.4.10 and 0.5.2 ``server_args.__post_init__``): a fixed
   reserve per GPU tier (2.8 GiB + TP x PP / 10 below 35 GB, 9.5 GiB + TP x PP / 2 below 90 GB, ...);
 - :class:`Era056` (0.5.6 to 0.5.9; read in 0.5.6.post2 ``server_args._handle_gpu_memory_settings``):
   piecewise CUDA graphs are opt-in (``--enable-piecewise-cuda-graph``), the speculative reserve is 2 GiB;
@@ -122,13 +124,37 @@ class DefaultsEra:
         return round((d.gpu_mem_mib - reserved) / d.gpu_mem_mib, 3)
 
 
+class Era046(DefaultsEra):
+    """0.4.6 / 0.4.7 ``server_args.__post_init__``: up to 81,920 MiB a constant by TP size (TP1 0.88,
+    TP2 0.87, TP4 0.85, TP8 0.81, TP16 0.79), above it ``(gpu - 13,312 MiB) / gpu`` (not rounded);
+    chunk 2048 and 8 decode graphs (80 at TP>=4) below 25,000 MiB, else 8192 and 160."""
+
+    name = "0.4.6"
+    since = (0, 0, 0)
+
+    def chunked_prefill_and_graph_bs(self, gpu_mem_mib: float | None, tp: int) -> tuple[int, int]:
+        if gpu_mem_mib is not None and gpu_mem_mib < 25_000:
+            return 2048, (8 if tp < 4 else 80)
+        return 8192, 160
+
+    def mem_fraction_static(self, cps: int, cgmb: int, d: DefaultsInputs) -> float:
+        if d.gpu_mem_mib is None:
+            return self.fallback_mfs
+        if d.gpu_mem_mib > 81920:
+            return (d.gpu_mem_mib - 13 * 1024) / d.gpu_mem_mib
+        for tp_at_least, mfs in ((16, 0.79), (8, 0.81), (4, 0.85), (2, 0.87)):
+            if d.tp >= tp_at_least:
+                return mfs
+        return 0.88
+
+
 class Era04(DefaultsEra):
     """0.4.10 / 0.5.2 ``server_args.__post_init__``: ``reserved_mem`` is a constant of the GPU tier and
     TP x PP; chunk 2048 below 35 GB, 8192 below 160 GB, else 16384; 8 decode graphs (80 at TP>=4) below
     35 GB, else 160; 2 GiB more with a draft (6 GiB STANDALONE, 0.5.2), 4 GiB more with DP attention."""
 
-    name = "0.4"
-    since = (0, 0, 0)
+    name = "0.4.8"
+    since = (0, 4, 8)
 
     def chunked_prefill_and_graph_bs(self, gpu_mem_mib: float | None, tp: int) -> tuple[int, int]:
         if gpu_mem_mib is None:
@@ -220,13 +246,13 @@ class Era0520(DefaultsEra):
         return 0.0
 
 
-ERAS: tuple[DefaultsEra, ...] = (Era04(), Era056(), Era0510(), Era0520())
+ERAS: tuple[DefaultsEra, ...] = (Era046(), Era04(), Era056(), Era0510(), Era0520())
 
 
 def era_for(release: tuple[int, ...] | None) -> DefaultsEra:
     """The era of a release (``(0, 5, 10)``); None (no release known) gives the 0.5.10 rule."""
     if release is None:
-        return ERAS[2]
+        return ERAS[3]
     v = (*release, 0, 0, 0)[:3]
     return [e for e in ERAS if e.since <= v][-1]
 

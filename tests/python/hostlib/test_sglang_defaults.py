@@ -32,8 +32,9 @@ def test_capture_sizes_match_sglangs_list():
 @pytest.mark.parametrize(
     ("release", "era"),
     [
-        ("0.4.10", "0.4"),
-        ("0.5.2", "0.4"),
+        ("0.4.10", "0.4.8"),
+        ("0.5.2", "0.4.8"),
+        ("0.4.6", "0.4.6"),
         ("0.5.6.post2", "0.5.6"),
         ("0.5.10", "0.5.10"),
         ("0.5.19", "0.5.10"),
@@ -97,3 +98,12 @@ def test_04_rule_is_a_reserve_per_gpu_tier():
     assert p.mem_fraction_static == round((24564 - 2.9 * 1024) / 24564, 3) == 0.879
     h100 = plan("llama-3.1-70b-instruct", "0.4.10", 81559, "--tp-size", "4")
     assert h100.mem_fraction_static == round((81559 - 11.5 * 1024) / 81559, 3)
+
+
+def test_046_rule_is_a_constant_by_tp_size():
+    assert plan("llama-3.1-8b-instruct", "0.4.6", 81559).mem_fraction_static == 0.88
+    assert plan("llama-3.1-70b-instruct", "0.4.6", 81559, "--tp-size", "4").mem_fraction_static == 0.85
+    h200 = plan("llama-3.1-8b-instruct", "0.4.6", 143771)
+    assert h200.mem_fraction_static == pytest.approx((143771 - 13312) / 143771)
+    small = plan("llama-3.1-8b-instruct", "0.4.6", 24564)
+    assert (small.chunked_prefill_size, small.cuda_graph_max_bs) == (2048, 8)
