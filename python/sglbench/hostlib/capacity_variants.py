@@ -16,6 +16,7 @@ The failure kinds and :class:`Failure` live here because the variants word SGLan
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -251,12 +252,15 @@ class VariantC(VariantB):
     ) -> Failure | None:
         if kv_budget_gib > 0:
             return None
+        # mem_cache/kv_cache_configurator.py (0.5.23) _profile_available_bytes: the minimum viable
+        # fraction and the suggestion (rounded up to 0.001), as SGLang words the ValueError
         need = 1 - post_gib / pre_gib
+        suggested = math.ceil(need * 1000) / 1000
         return Failure(
             NOT_ENOUGH_MEMORY,
             f"Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static={mfs:g}. "
-            f"Raise --mem-fraction-static above {need:.3f} "
-            f"(minimum viable = 1 - available/pre = {need:.3f}). "
+            f"Raise --mem-fraction-static above {suggested:.3f} "
+            f"(minimum viable = 1 - available/pre = {need:.4f}). "
             "If using speculative decoding, draft weights are now counted.",
             "ValueError",
         )

@@ -43,7 +43,8 @@ def memory_from_log(log: str) -> tuple[float | None, float | None]:
     if end["w"] is not None:
         weights = float(end["w"])
         return (float(begin["avail"]) if begin else avail_end + weights), weights
-    assert begin is not None, "need Load weight begin when the end line has no mem usage"
+    if begin is None:  # the case gives free memory and weights (case.json says where they come from)
+        return None, None
     return float(begin["avail"]), float(begin["avail"]) - avail_end
 
 
@@ -57,7 +58,8 @@ def plan_case(name: str) -> tuple[capacity.Plan, dict, str]:
         draft_dir = FIXTURES / "models" / case["draft_model"]
         argv += ["--speculative-draft-model-path", str(draft_dir)]
         draft_cfg = capacity.read_config(str(draft_dir), "--speculative-draft-model-path")
-    args = sglang_args.parse_launch_args_or_raise(argv + case["launch_args"])
+    # the release the log came from (when known) picks SGLang's default rule for what the flags leave out
+    args = sglang_args.parse_launch_args_or_raise(argv + case["launch_args"], case.get("sglang_version"))
     free, weights = memory_from_log(log)
     free = case.get("free_gib", free)
     weights = case.get("weights_gib", weights)
@@ -98,9 +100,35 @@ def test_planner_matches_logged_kv_capacity(name):
         assert plan.k_size_gib == pytest.approx(obs["k_size_gib"], abs=0.011)
     if "context_len" in obs:
         assert plan.context_len == obs["context_len"]
+    if "mamba_slots" in obs:
+        assert f"max_mamba_cache_size: {obs['mamba_slots']}" in log
+        assert plan.mamba_slots == pytest.approx(obs["mamba_slots"], rel=tol)
+    if "mem_fraction_static" in obs:
+        assert f"mem_fraction_static={obs['mem_fraction_static']}" in log
+        assert plan.mem_fraction_static == pytest.approx(obs["mem_fraction_static"], abs=1e-9)
     if "failure" in obs:
         assert obs["failure"] in log
-        assert plan.failure is not None and plan.failure.message == obs["failure"]
+        assert plan.failure is not None
+        logged_exception, _, logged_text = obs["failure"].partition(": ")
+        if "failure_kind" in obs:
+            # a failure SGLang words per release: the kind and the first sentence of the text must match
+            assert plan.failure.kind == obs["failure_kind"]
+            assert plan.failure.exception == logged_exception
+            assert plan.failure.message.startswith(logged_text)
+        else:
+            assert plan.failure.message == obs["failure"]
+    if "minimum_viable" in obs:
+        # SGLang samples "available" at configure time, a moment after the logged "Load weight end": the
+        # two logged figures reproduce its fraction to +-0.0002
+        assert minimum_viable(plan) == pytest.approx(obs["minimum_viable"], abs=2e-4)
+
+
+def minimum_viable(plan: capacity.Plan) -> float:
+    """The minimum viable --mem-fraction-static the planned failure text states."""
+    text = plan.failure.message if plan.failure else ""
+    match = re.search(r"minimum viable = 1 - available/pre = (\d\.\d{4})", text)
+    assert match, text
+    return float(match.group(1))
 
 
 def test_kv_budget_to_tokens_matches_the_patched_mi355x_log():
