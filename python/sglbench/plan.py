@@ -72,6 +72,7 @@ def run(args: argparse.Namespace) -> int:
             accounting=args.accounting,
             sglang_version=args.sglang_version,
             overlap=overlap,
+            platform=getattr(args, "platform", "cuda"),
         )
     except capacity.PlanError as exc:
         print(f"sglbench plan: error: {exc.field}: {exc.message}", file=sys.stderr)

@@ -232,14 +232,19 @@ def resolve_accounting(accounting: str | None, sglang_version: str | None = None
 # --- SGLang defaults (§2.2): the rule of each release, in sglang_defaults ------------------------
 
 
-def defaults_era(args: argparse.Namespace | None) -> sglang_defaults.DefaultsEra:
-    """The default rule of the one release the command line was checked against (``--sglang-version``);
-    without one, the 0.5.10-0.5.19 rule (the era of the default accounting variant)."""
+def defaults_release(args: argparse.Namespace | None) -> tuple[int, ...] | None:
+    """The one release the command line was checked against (``--sglang-version``), else None."""
     accepted = list(getattr(args, "_sglbench_accepted_by", []) or [])
     release = getattr(args, "_sglbench_requested_release", None) or getattr(args, "_sglbench_release", None)
     if release and len(accepted) <= 1:
-        return sglang_defaults.era_for(_version_tuple(release))
-    return sglang_defaults.era_for(None)
+        return _version_tuple(release)
+    return None
+
+
+def defaults_era(args: argparse.Namespace | None) -> sglang_defaults.DefaultsEra:
+    """The default rule of that release; without one, the 0.5.10-0.5.19 rule (the era of the default
+    accounting variant)."""
+    return sglang_defaults.era_for(defaults_release(args))
 
 
 def default_chunked_prefill_and_graph_bs(
@@ -489,6 +494,17 @@ def _defaults_inputs(
     )
 
 
+def _mamba_strategy(args: argparse.Namespace, geo: geometry.Geometry, overlap: bool, page: int) -> str:
+    """``--mamba-scheduler-strategy`` as given, or what ``auto`` resolves to in the release."""
+    given = str(_arg(args, "mamba_scheduler_strategy", "auto"))
+    if given != "auto" or not geo.hybrid_mamba:
+        return given
+    release = defaults_release(args)
+    if release is None:
+        return given  # planned as no_buffer (releases before 0.5.14)
+    return sglang_defaults.auto_mamba_strategy(release, geo.model_class, overlap, page)
+
+
 def _launch(
     args: argparse.Namespace,
     geo: geometry.Geometry,
@@ -510,6 +526,8 @@ def _launch(
     cgmb = int(_arg(args, "cuda_graph_max_bs", cgmb_def))
     cgmb = era.graph_bs(cgmb, _defaults_inputs(args, geo, gpu_mem_gib, parallel, algo), cgmb_given)
     ctx_flag = getattr(args, "context_length", None)
+    overlap_on = bool(overlap) if overlap is not None else not _arg(args, "disable_overlap_schedule", False)
+    page = int(_arg(args, "page_size", 1)) or 1
     return Launch(
         tp=tp,
         pp=pp,
@@ -519,28 +537,52 @@ def _launch(
         cps=int(_arg(args, "chunked_prefill_size", cps_def)),
         cgmb=cgmb,
         max_prefill=int(_arg(args, "max_prefill_tokens", 16384)),
-        page=int(_arg(args, "page_size", 1)) or 1,
+        page=page,
         ctx=int(ctx_flag) if ctx_flag else geo.context_len,
-        overlap=bool(overlap) if overlap is not None else not _arg(args, "disable_overlap_schedule", False),
+        overlap=overlap_on,
         disable_radix=bool(_arg(args, "disable_radix_cache", False)),
-        strategy=str(_arg(args, "mamba_scheduler_strategy", "auto")),
+        strategy=_mamba_strategy(args, geo, overlap_on, page),
     )
 
 
 def _mem_fraction(
-    args: argparse.Namespace, launch: Launch, gpu_mem_gib: float, algo: str | None, geo: geometry.Geometry
+    args: argparse.Namespace,
+    launch: Launch,
+    gpu_mem_gib: float,
+    algo: str | None,
+    geo: geometry.Geometry,
+    platform: str = "cuda",
+    notes: list[str] | None = None,
 ) -> tuple[float, str, float]:
     """(mem_fraction_static, "flag" | "default", SGLang's default for this config)."""
     mfs_flag = getattr(args, "mem_fraction_static", None)
     parallel = (launch.tp, launch.pp, launch.attn_dp)
     d = _defaults_inputs(args, geo, gpu_mem_gib, parallel, algo)
     mfs_default = default_mem_fraction_static(defaults_era(args), launch.cps, launch.cgmb, d, geo)
+    backend = _arg(args, "attention_backend")
     if mfs_flag is None:
-        return mfs_default, "default", mfs_default
+        factor = sglang_defaults.rocm_aiter_factor(platform, backend, geo.mla, launch.ctx, explicit=False)
+        _note_rocm(factor, notes)
+        return mfs_default * factor, "default", mfs_default * factor
     mfs = float(mfs_flag)
     if not 0 < mfs < 1:
         raise PlanError("--mem-fraction-static", f"must be in (0, 1), got {mfs}")
-    return mfs, "flag", mfs_default
+    factor = sglang_defaults.rocm_aiter_factor(platform, backend, geo.mla, launch.ctx, explicit=True)
+    _note_rocm(factor, notes)
+    return (
+        mfs * factor,
+        "flag",
+        mfs_default
+        * sglang_defaults.rocm_aiter_factor(platform, backend, geo.mla, launch.ctx, explicit=False),
+    )
+
+
+def _note_rocm(factor: float, notes: list[str] | None) -> None:
+    if factor != 1.0 and notes is not None:
+        notes.append(
+            f"ROCm with the aiter attention backend and a context above 8192: SGLang multiplies "
+            f"mem_fraction_static by {factor} (pass --attention-backend triton to keep it)"
+        )
 
 
 def _ssm_dtype(args: argparse.Namespace, geo: geometry.Geometry) -> str | None:
@@ -616,16 +658,21 @@ def resolve_inputs(
     *,
     overlap: bool | None = None,
     dflash_cell_scaling: bool | None = None,
+    platform: str = "cuda",
 ) -> Inputs:
     """Stage 1: flags, configs and SGLang's defaults resolved; bad input raises :class:`PlanError`."""
     if gpu_mem_gib is None or not 0 < gpu_mem_gib < math.inf:  # NaN included
         raise PlanError("--gpu-mem-gib", f"must be a positive GiB figure, got {gpu_mem_gib!r}")
+    if platform not in sglang_defaults.PLATFORMS:
+        raise PlanError(
+            "--platform", f"must be one of {', '.join(sglang_defaults.PLATFORMS)}, got {platform!r}"
+        )
     notes: list[str] = []
     parallel = _parallelism(args, notes)
     geo = _geo(configs[0], parallel[0], is_draft=False, what="target model")
     sp = resolve_speculation(args, configs[1], geo, parallel[0])
     launch = _launch(args, geo, gpu_mem_gib, parallel, sp.algo, overlap, notes)
-    mfs = _mem_fraction(args, launch, gpu_mem_gib, sp.algo, geo)
+    mfs = _mem_fraction(args, launch, gpu_mem_gib, sp.algo, geo, platform, notes)
     model_dtype = _model_dtype(getattr(args, "dtype", None), geo)
     kv_dtype = _kv_dtype(getattr(args, "kv_cache_dtype", None), geo, model_dtype)
     ssm_dtype = _ssm_dtype(args, geo)
@@ -1045,6 +1092,7 @@ def plan(
     overlap: bool | None = None,
     dflash_cell_scaling: bool | None = None,
     recommend: bool = True,
+    platform: str = "cuda",
 ) -> Plan:
     """Predict SGLang's memory pools for one launch (see module docstring).
 
@@ -1067,6 +1115,7 @@ def plan(
         variant,
         overlap=overlap,
         dflash_cell_scaling=dflash_cell_scaling,
+        platform=platform,
     )
     p = _assemble(args, inp)
     if recommend and p.failure is not None:
@@ -1077,6 +1126,7 @@ def plan(
             accounting=variant.name,
             overlap=overlap,
             dflash_cell_scaling=dflash_cell_scaling,
+            platform=platform,
         )
         p.recommendations = recommendations(args, model_config, draft_config, gpu_mem_gib, p, opts)
     return p
@@ -1632,6 +1682,7 @@ def plan_command(
     env: Mapping[str, str] | None = None,
     sglang_catalog: Any = None,
     catalog_dir: str | None = None,
+    platform: str = "cuda",
 ) -> Plan:
     """Plan an SGLang launch command line (flags only, e.g. ``["--model-path", dir, ...]``).
 
@@ -1683,6 +1734,7 @@ def plan_command(
         draft_model_dir=draft_dir,
         overlap=overlap,
         dflash_cell_scaling=dflash_cell_scaling,
+        platform=platform,
     )
     p.notes[:0] = [
         f"{flag} {ref.describe()}"

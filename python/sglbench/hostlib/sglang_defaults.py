@@ -23,6 +23,7 @@ catalogs (``sglang_catalogs/``), which show when a switch appeared or went:
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -246,6 +247,60 @@ class Era0520(DefaultsEra):
         return 0.0
 
 
+# ``--mamba-scheduler-strategy auto`` (``--mamba-radix-cache-strategy`` from 0.5.14): no_buffer up to 0.5.13
+# (server_args.__post_init__, read in 0.5.10.post1, 0.5.12, 0.5.13); from 0.5.14 (read in 0.5.14, 0.5.16,
+# 0.5.23: server_args / arg_groups/overrides.py _mamba_radix_cache_resolution) extra_buffer when the
+# overlap scheduler is on (or page > 1) and the architecture supports it with the triton linear backend
+MAMBA_AUTO_EXTRA_BUFFER_SINCE = (0, 5, 14)
+MAMBA_EXTRA_BUFFER_ARCHS = frozenset(
+    {
+        "KimiLinearForCausalLM",
+        "Qwen3_5ForConditionalGeneration",
+        "Qwen3_5MoeForConditionalGeneration",
+        "Qwen3_5ForCausalLM",
+        "Qwen3_5MoeForCausalLM",
+        "Qwen3NextForCausalLM",
+        "InternS2PreviewForConditionalGeneration",
+        "MiniCPMV4_6ForConditionalGeneration",
+        "BailingMoeV2_5ForCausalLM",
+        "FalconH1ForCausalLM",
+        "GraniteMoeHybridForCausalLM",
+        "NemotronHForCausalLM",
+        "NemotronHPuzzleForCausalLM",
+    }
+)
+
+
+def auto_mamba_strategy(release: tuple[int, ...] | None, model_class: str, overlap: bool, page: int) -> str:
+    """What ``auto`` resolves to; without a release, the pre-0.5.14 answer (no_buffer)."""
+    v = (*release, 0, 0, 0)[:3] if release is not None else None
+    if v is None or v < MAMBA_AUTO_EXTRA_BUFFER_SINCE:
+        return "no_buffer"
+    if (overlap or page > 1) and model_class in MAMBA_EXTRA_BUFFER_ARCHS:
+        return "extra_buffer"
+    return "no_buffer"
+
+
+PLATFORMS = ("cuda", "rocm")
+
+
+def rocm_aiter_factor(
+    platform: str, attention_backend: str | None, mla: bool, context_len: int, explicit: bool
+) -> float:
+    """``--mem-fraction-static`` (given or default) times 0.85 on ROCm with the aiter attention backend
+    (the MHA default there) and a context above 8192 tokens: server_args
+    ``_handle_attention_backend_compatibility`` "AMD platforms backends" (read in 0.5.6.post2,
+    0.5.10.post1, 0.5.16, 0.5.17; 0.5.23 arg_groups/attention_hook.py, where
+    SGLANG_AITER_HONOR_EXPLICIT_MEM_FRACTION keeps a given value)."""
+    if platform != "rocm" or mla or context_len <= 8192:
+        return 1.0
+    if attention_backend not in (None, "aiter"):
+        return 1.0
+    if explicit and os.environ.get("SGLANG_AITER_HONOR_EXPLICIT_MEM_FRACTION", "").lower() in ("1", "true"):
+        return 1.0
+    return 0.85
+
+
 ERAS: tuple[DefaultsEra, ...] = (Era046(), Era04(), Era056(), Era0510(), Era0520())
 
 
@@ -259,11 +314,16 @@ def era_for(release: tuple[int, ...] | None) -> DefaultsEra:
 
 __all__ = [
     "ERAS",
+    "MAMBA_AUTO_EXTRA_BUFFER_SINCE",
+    "MAMBA_EXTRA_BUFFER_ARCHS",
+    "PLATFORMS",
     "DefaultsEra",
     "DefaultsInputs",
     "Era0510",
     "Era0520",
     "Era056",
+    "auto_mamba_strategy",
     "era_for",
     "pcg_capture_sizes",
+    "rocm_aiter_factor",
 ]

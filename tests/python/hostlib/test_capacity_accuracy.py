@@ -74,6 +74,7 @@ def plan_case(name: str) -> tuple[capacity.Plan, dict, str]:
         draft_weights_gib=case.get("draft_weights_gib"),
         accounting=case["accounting"],
         recommend=False,
+        platform=case.get("platform", "cuda"),
     )
     return plan, case, log
 
@@ -117,6 +118,12 @@ def test_planner_matches_logged_kv_capacity(name):
             assert plan.failure.message.startswith(logged_text)
         else:
             assert plan.failure.message == obs["failure"]
+    if "failure_detail" in obs:
+        assert obs["failure_detail"] in log
+        assert obs["failure_detail"] in plan.failure.message
+    if "max_running_requests" in obs:
+        assert f"capped to {obs['max_running_requests']}" in log
+        assert plan.max_running_requests == pytest.approx(obs["max_running_requests"], abs=1)
     if "minimum_viable" in obs:
         # SGLang samples "available" at configure time, a moment after the logged "Load weight end": the
         # two logged figures reproduce its fraction to +-0.0002
