@@ -724,7 +724,8 @@ def kv_cell(args: argparse.Namespace, inp: Inputs) -> Cell:
         target = per * geo.kv_layers + swa_ratio * per * geo.swa_layers
     else:
         swa_ratio = 0.0
-        target = float(geo.cell_bytes(kv_bytes, inp.kv_dtype))
+        scaled = sglang_defaults.dsa_scaled_profile(defaults_release(args))
+        target = float(geo.cell_bytes(kv_bytes, inp.kv_dtype, scaled))
     if inp.launch.pp > 1:
         target /= inp.launch.pp
     dgeo = sp.dgeo
@@ -854,8 +855,10 @@ def _target_kv_sizes(inp: Inputs, tokens: Tokens) -> tuple[float, float]:
     """(K, V) of the target's KV pool, with SGLang's extra page."""
     geo, page, kv_bytes = inp.geo, inp.launch.page, inp.kv_bytes
     if geo.mla:
+        # one "KV size" pool: the (scaled) latent, plus the DSA indexer key where there is one
         pg = tokens.total + page
-        return pg * geo.mla_dim_bytes(kv_bytes, inp.kv_dtype) * geo.kv_layers / GiB, 0.0
+        per_layer = geo.mla_dim_bytes(kv_bytes, inp.kv_dtype) + geo.indexer_bytes_per_layer()
+        return pg * per_layer * geo.kv_layers / GiB, 0.0
     full_pg = (tokens.full if tokens.full is not None else tokens.total) + page
     k = full_pg * geo.kv_heads_per_rank * geo.head_dim * geo.kv_layers * kv_bytes / GiB
     v = full_pg * geo.kv_heads_per_rank * geo.v_head_dim * geo.kv_layers * kv_bytes / GiB

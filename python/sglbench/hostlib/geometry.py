@@ -168,20 +168,21 @@ class Geometry:
             return 0
         return self.indexer_head_dim + self.indexer_head_dim // DSA_QUANT_BLOCK * 4
 
-    def mla_dim_bytes(self, kv_bytes: float, kv_dtype: str = "") -> int:
+    def mla_dim_bytes(self, kv_bytes: float, kv_dtype: str = "", dsa_scaled: bool = True) -> int:
         """Bytes of one token's latent in one layer. DSA with an FP8 cache stores the latent in fp8
         with a 4-byte scale per 128 values and the rope part in bf16
-        (``model_runner_kv_cache_mixin.calculate_mla_kv_cache_dim``, flashmla backends)."""
-        if self.indexer_head_dim and kv_dtype.startswith("torch.float8"):
+        (``model_runner_kv_cache_mixin.calculate_mla_kv_cache_dim``, flashmla backends); ``dsa_scaled``
+        False gives the plain ``(kv_lora_rank + rope) x kv_bytes`` older releases size the pool by."""
+        if self.indexer_head_dim and dsa_scaled and kv_dtype.startswith("torch.float8"):
             return self.kv_lora_rank + self.kv_lora_rank // DSA_QUANT_BLOCK * 4 + self.qk_rope_head_dim * 2
         return int((self.kv_lora_rank + self.qk_rope_head_dim) * kv_bytes)
 
-    def cell_bytes(self, kv_bytes: float, kv_dtype: str = "") -> int:
+    def cell_bytes(self, kv_bytes: float, kv_dtype: str = "", dsa_scaled: bool = True) -> int:
         """Bytes per token of ``max_total_num_tokens`` for this model alone (§2.4)."""
         fp4 = kv_dtype == "torch.float4_e2m1fn_x2"
         if self.mla:
             dim = self.kv_lora_rank + self.qk_rope_head_dim
-            cell = self.mla_dim_bytes(kv_bytes, kv_dtype) * self.kv_layers
+            cell = self.mla_dim_bytes(kv_bytes, kv_dtype, dsa_scaled) * self.kv_layers
             if fp4:
                 cell = cell // 2 + (dim // 16) * self.kv_layers * int(kv_bytes)
             return cell + self.indexer_bytes_per_layer() * self.kv_layers

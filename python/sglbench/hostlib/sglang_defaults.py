@@ -281,6 +281,18 @@ def auto_mamba_strategy(release: tuple[int, ...] | None, model_class: str, overl
     return "no_buffer"
 
 
+# DeepSeek sparse attention with an FP8 cache: the pool always stores the scaled latent
+# (calculate_mla_kv_cache_dim), but the token count was profiled with the plain (kv_lora_rank + rope)
+# x 1 byte cell up to 0.5.16 (model_runner_kv_cache_mixin.get_cell_size_per_token, read in 0.5.10.post1;
+# 0.5.16 kv_cache_configurator) and with the scaled one from 0.5.17 (model_executor/pool_configurator.py)
+DSA_SCALED_PROFILE_SINCE = (0, 5, 17)
+
+
+def dsa_scaled_profile(release: tuple[int, ...] | None) -> bool:
+    """Whether the release sizes the DSA FP8 pool by the scaled latent (None: the newest behaviour)."""
+    return release is None or (*release, 0, 0, 0)[:3] >= DSA_SCALED_PROFILE_SINCE
+
+
 PLATFORMS = ("cuda", "rocm")
 
 
@@ -313,6 +325,7 @@ def era_for(release: tuple[int, ...] | None) -> DefaultsEra:
 
 
 __all__ = [
+    "DSA_SCALED_PROFILE_SINCE",
     "ERAS",
     "MAMBA_AUTO_EXTRA_BUFFER_SINCE",
     "MAMBA_EXTRA_BUFFER_ARCHS",
@@ -323,6 +336,7 @@ __all__ = [
     "Era0520",
     "Era056",
     "auto_mamba_strategy",
+    "dsa_scaled_profile",
     "era_for",
     "pcg_capture_sizes",
     "rocm_aiter_factor",

@@ -107,3 +107,44 @@ def test_046_rule_is_a_constant_by_tp_size():
     assert h200.mem_fraction_static == pytest.approx((143771 - 13312) / 143771)
     small = plan("llama-3.1-8b-instruct", "0.4.6", 24564)
     assert (small.chunked_prefill_size, small.cuda_graph_max_bs) == (2048, 8)
+
+
+def _plan_on(model: str, release: str | None, *flags: str, platform: str = "cuda") -> capacity.Plan:
+    argv = ["--model-path", str(MODELS / model), *flags]
+    args = sglang_args.parse_launch_args_or_raise(argv, release)
+    cfg = json.loads((MODELS / model / "config.json").read_text())
+    return capacity.plan(args, cfg, None, 288.0, free_gib=280.0, weights_gib=20.0, platform=platform)
+
+
+def test_rocm_aiter_scales_the_fraction_above_8192_tokens():
+    # server_args "AMD platforms backends": aiter (the MHA default on ROCm) and context_len > 8192 -> x 0.85
+    rocm = _plan_on("qwen3-8b", "0.5.17", "--mem-fraction-static", "0.85", platform="rocm")
+    assert rocm.mem_fraction_static == pytest.approx(0.85 * 0.85)
+    assert any("aiter" in n for n in rocm.notes)
+    assert _plan_on("qwen3-8b", "0.5.17", "--mem-fraction-static", "0.85").mem_fraction_static == 0.85
+    triton = ("--mem-fraction-static", "0.85", "--attention-backend", "triton")
+    assert _plan_on("qwen3-8b", "0.5.17", *triton, platform="rocm").mem_fraction_static == 0.85
+    short = ("--mem-fraction-static", "0.85", "--context-length", "8192")
+    assert _plan_on("qwen3-8b", "0.5.17", *short, platform="rocm").mem_fraction_static == 0.85
+    mla = _plan_on(
+        "deepseek-v3", "0.5.17", "--mem-fraction-static", "0.85", "--tp-size", "8", platform="rocm"
+    )
+    assert mla.mem_fraction_static == 0.85  # MLA models keep it (the Kimi-K2.5 MI355X log)
+
+
+@pytest.mark.parametrize(
+    ("release", "flags", "ratio"),
+    [
+        ("0.5.13", (), 3),  # auto = no_buffer up to 0.5.13
+        ("0.5.14", (), 5),  # extra_buffer with the overlap scheduler: 3 + 2 ping-pong slots
+        ("0.5.23", ("--disable-overlap-schedule",), 3),  # no overlap, page 1: no_buffer
+        (
+            "0.5.23",
+            ("--disable-overlap-schedule", "--page-size", "64"),
+            4,
+        ),  # paging wants extra_buffer: 3 + 1
+    ],
+)
+def test_auto_mamba_strategy_by_release(release, flags, ratio):
+    p = _plan_on("qwen3.6-27b", release, "--mem-fraction-static", "0.8", *flags)
+    assert p.mamba_ratio == ratio
