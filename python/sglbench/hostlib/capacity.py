@@ -232,19 +232,32 @@ def resolve_accounting(accounting: str | None, sglang_version: str | None = None
 # --- SGLang defaults (§2.2): the rule of each release, in sglang_defaults ------------------------
 
 
-def defaults_release(args: argparse.Namespace | None) -> tuple[int, ...] | None:
-    """The one release the command line was checked against (``--sglang-version``), else None."""
+def defaults_release(
+    args: argparse.Namespace | None, variant: capacity_variants.AccountingVariant | None = None
+) -> tuple[int, ...] | None:
+    """The one release the command line was checked against (``--sglang-version``), else None.
+
+    With an accounting variant older than that release (a build whose memory code predates the flags it
+    is checked against, e.g. variant A with 0.5.23 flags), the last release of the variant's era."""
     accepted = list(getattr(args, "_sglbench_accepted_by", []) or [])
     release = getattr(args, "_sglbench_requested_release", None) or getattr(args, "_sglbench_release", None)
-    if release and len(accepted) <= 1:
-        return _version_tuple(release)
-    return None
+    if not release or len(accepted) > 1:
+        return None
+    version = _version_tuple(release)
+    if variant is not None:
+        later = [v.since for v in capacity_variants.VARIANTS.values() if v.since > variant.since]
+        if later and (*version, 0, 0, 0)[:3] >= min(later):
+            major, minor, patch = min(later)
+            version = (major, minor, patch - 1) if patch else (major, minor - 1, 99)
+    return version
 
 
-def defaults_era(args: argparse.Namespace | None) -> sglang_defaults.DefaultsEra:
+def defaults_era(
+    args: argparse.Namespace | None, variant: capacity_variants.AccountingVariant | None = None
+) -> sglang_defaults.DefaultsEra:
     """The default rule of that release; without one, the 0.5.10-0.5.19 rule (the era of the default
     accounting variant)."""
-    return sglang_defaults.era_for(defaults_release(args))
+    return sglang_defaults.era_for(defaults_release(args, variant))
 
 
 def default_chunked_prefill_and_graph_bs(
@@ -494,12 +507,18 @@ def _defaults_inputs(
     )
 
 
-def _mamba_strategy(args: argparse.Namespace, geo: geometry.Geometry, overlap: bool, page: int) -> str:
+def _mamba_strategy(
+    args: argparse.Namespace,
+    geo: geometry.Geometry,
+    overlap: bool,
+    page: int,
+    variant: capacity_variants.AccountingVariant | None,
+) -> str:
     """``--mamba-scheduler-strategy`` as given, or what ``auto`` resolves to in the release."""
     given = str(_arg(args, "mamba_scheduler_strategy", "auto"))
     if given != "auto" or not geo.hybrid_mamba:
         return given
-    release = defaults_release(args)
+    release = defaults_release(args, variant)
     if release is None:
         return given  # planned as no_buffer (releases before 0.5.14)
     return sglang_defaults.auto_mamba_strategy(release, geo.model_class, overlap, page)
@@ -513,6 +532,7 @@ def _launch(
     algo: str | None,
     overlap: bool | None,
     notes: list[str],
+    variant: capacity_variants.AccountingVariant | None = None,
 ) -> Launch:
     tp, pp, attn_dp = parallel
     requested_mrr = getattr(args, "max_running_requests", None)
@@ -520,7 +540,7 @@ def _launch(
     if algo and mrr is None:
         mrr = SPEC_DEFAULT_MAX_RUNNING_REQUESTS
         notes.append(f"speculative decoding: --max-running-requests defaults to {mrr}")
-    era = defaults_era(args)
+    era = defaults_era(args, variant)
     cps_def, cgmb_def = era.chunked_prefill_and_graph_bs(gpu_mem_gib * 1024.0, tp)
     cgmb_given = getattr(args, "cuda_graph_max_bs", None) is not None
     cgmb = int(_arg(args, "cuda_graph_max_bs", cgmb_def))
@@ -541,7 +561,7 @@ def _launch(
         ctx=int(ctx_flag) if ctx_flag else geo.context_len,
         overlap=overlap_on,
         disable_radix=bool(_arg(args, "disable_radix_cache", False)),
-        strategy=_mamba_strategy(args, geo, overlap_on, page),
+        strategy=_mamba_strategy(args, geo, overlap_on, page, variant),
     )
 
 
@@ -553,12 +573,13 @@ def _mem_fraction(
     geo: geometry.Geometry,
     platform: str = "cuda",
     notes: list[str] | None = None,
+    variant: capacity_variants.AccountingVariant | None = None,
 ) -> tuple[float, str, float]:
     """(mem_fraction_static, "flag" | "default", SGLang's default for this config)."""
     mfs_flag = getattr(args, "mem_fraction_static", None)
     parallel = (launch.tp, launch.pp, launch.attn_dp)
     d = _defaults_inputs(args, geo, gpu_mem_gib, parallel, algo)
-    mfs_default = default_mem_fraction_static(defaults_era(args), launch.cps, launch.cgmb, d, geo)
+    mfs_default = default_mem_fraction_static(defaults_era(args, variant), launch.cps, launch.cgmb, d, geo)
     backend = _arg(args, "attention_backend")
     if mfs_flag is None:
         factor = sglang_defaults.rocm_aiter_factor(platform, backend, geo.mla, launch.ctx, explicit=False)
@@ -671,8 +692,8 @@ def resolve_inputs(
     parallel = _parallelism(args, notes)
     geo = _geo(configs[0], parallel[0], is_draft=False, what="target model")
     sp = resolve_speculation(args, configs[1], geo, parallel[0])
-    launch = _launch(args, geo, gpu_mem_gib, parallel, sp.algo, overlap, notes)
-    mfs = _mem_fraction(args, launch, gpu_mem_gib, sp.algo, geo, platform, notes)
+    launch = _launch(args, geo, gpu_mem_gib, parallel, sp.algo, overlap, notes, variant)
+    mfs = _mem_fraction(args, launch, gpu_mem_gib, sp.algo, geo, platform, notes, variant)
     model_dtype = _model_dtype(getattr(args, "dtype", None), geo)
     kv_dtype = _kv_dtype(getattr(args, "kv_cache_dtype", None), geo, model_dtype)
     ssm_dtype = _ssm_dtype(args, geo)
@@ -724,7 +745,7 @@ def kv_cell(args: argparse.Namespace, inp: Inputs) -> Cell:
         target = per * geo.kv_layers + swa_ratio * per * geo.swa_layers
     else:
         swa_ratio = 0.0
-        scaled = sglang_defaults.dsa_scaled_profile(defaults_release(args))
+        scaled = sglang_defaults.dsa_scaled_profile(defaults_release(args, inp.variant))
         target = float(geo.cell_bytes(kv_bytes, inp.kv_dtype, scaled))
     if inp.launch.pp > 1:
         target /= inp.launch.pp
@@ -1231,7 +1252,7 @@ def _to_plan(
         accepted_by=list(getattr(args, "_sglbench_accepted_by", [])),
         flags_effect=sglang_args.capacity_effect(args),
         uncertainty=geo.uncertainty,
-        defaults_rule=defaults_era(args).name,
+        defaults_rule=defaults_era(args, inp.variant).name,
     )
 
 

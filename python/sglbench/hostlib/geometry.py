@@ -85,7 +85,7 @@ DSA_QUANT_BLOCK = 128
 # Families whose state layout is known to differ from every layout modelled here (compressed
 # attention, lightning attention): planned from the nearest modelled layout, with a stated uncertainty.
 APPROXIMATED_MODEL_TYPES = {
-    "deepseek_v4": "DeepSeek-V4 compressed attention (C4/C128 state pools) is planned as an MLA latent cache",
+    "deepseek_v4": "DeepSeek-V4 compressed attention (C4/C128 state pools) is planned as plain attention",
     "minimax_m1": "MiniMax-M1 lightning-attention state is not modelled; planned as full attention",
     "minimax": "MiniMax lightning-attention state is not modelled; planned as full attention",
     "jamba": "Jamba's Mamba-1 state is not modelled; planned as full attention",

@@ -148,3 +148,15 @@ def test_rocm_aiter_scales_the_fraction_above_8192_tokens():
 def test_auto_mamba_strategy_by_release(release, flags, ratio):
     p = _plan_on("qwen3.6-27b", release, "--mem-fraction-static", "0.8", *flags)
     assert p.mamba_ratio == ratio
+
+
+def test_an_older_accounting_variant_caps_the_release_defaults():
+    # variant A is the memory code of builds before 0.5.12: checked against 0.5.23's flags, such a build
+    # still resolves auto to no_buffer (3 slots per request), as the mission's fork did
+    argv = ["--model-path", str(MODELS / "qwen3.6-27b"), "--mem-fraction-static", "0.8"]
+    args = sglang_args.parse_launch_args_or_raise(argv, "0.5.23")
+    cfg = json.loads((MODELS / "qwen3.6-27b" / "config.json").read_text())
+    old = capacity.plan(args, cfg, None, 96.0, free_gib=94.0, weights_gib=51.0, accounting="A")
+    new = capacity.plan(args, cfg, None, 96.0, free_gib=94.0, weights_gib=51.0, accounting="C")
+    assert (old.mamba_ratio, new.mamba_ratio) == (3, 5)
+    assert capacity.defaults_release(args, capacity.capacity_variants.variant("A")) == (0, 5, 11)
