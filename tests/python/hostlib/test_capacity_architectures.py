@@ -148,3 +148,28 @@ def test_nemotron_h_bad_pattern_names_the_field(bad):
     with pytest.raises(geometry.GeometryError) as err:
         geometry.geometry(c, 1)
     assert err.value.field == "hybrid_override_pattern"
+
+
+def test_granite_hybrid_uses_expand_times_hidden():
+    # configs/granitemoehybrid.py: mamba_intermediate_size = mamba_expand x hidden; layer_types mamba/attention
+    c = {
+        "architectures": ["GraniteMoeHybridForCausalLM"],
+        "model_type": "granitemoehybrid",
+        "hidden_size": 64,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "layer_types": ["mamba", "mamba", "mamba", "attention"],
+        "mamba_expand": 2,
+        "mamba_n_heads": 8,
+        "mamba_d_head": 16,
+        "mamba_n_groups": 1,
+        "mamba_d_state": 32,
+        "mamba_d_conv": 4,
+        "max_position_embeddings": 4096,
+    }
+    geo = geometry.geometry(c, 1)
+    assert (geo.kv_layers, geo.mamba.n_linear_layers) == (1, 3)
+    assert geo.mamba.conv_elems_per_layer == (2 * 64 + 2 * 1 * 32) * 3
+    assert geo.mamba.ssm_elems_per_layer == 8 * 16 * 32
+    assert geo.cell_bytes(2.0) == 1 * 2 * (16 + 16) * 2
