@@ -151,7 +151,7 @@ def test_nemotron_h_bad_pattern_names_the_field(bad):
 
 
 def test_granite_hybrid_uses_expand_times_hidden():
-    # configs/granitemoehybrid.py: mamba_intermediate_size = mamba_expand x hidden; layer_types mamba/attention
+    # configs/granitemoehybrid.py: mamba_intermediate_size = mamba_expand x hidden; layer_types mamba/attn
     c = {
         "architectures": ["GraniteMoeHybridForCausalLM"],
         "model_type": "granitemoehybrid",
