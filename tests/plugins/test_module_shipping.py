@@ -83,6 +83,7 @@ EXPECTED = {
     "server_api",
     "sglang_args",
     "sglang_catalog",
+    "sglang_defaults",
     "sglang_facts",
     "unit_files",
 }

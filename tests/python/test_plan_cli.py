@@ -215,3 +215,76 @@ def test_plan_json_is_strict_json(capsys):
     rc, out, _ = run(["--gpu", "H100", "--json", "--", "--model-path", str(MODELS / "qwen3-8b")], capsys)
     assert rc in (0, 1)
     json.loads(out, parse_constant=lambda c: pytest.fail(f"non-standard JSON constant {c}"))
+
+
+def _record_from(tmp_path, argv: list[str], free_gib: float, weights_gib: float, gpu: str = "H100"):
+    """A record as the controller writes it: the plan the host made (with the default free memory) and
+    what the server really allocated (planned here with the true free memory)."""
+    from sglbench.hostlib import capacity
+
+    assumed = capacity.plan_command(argv, gpu=gpu, weights_gib=weights_gib)
+    real = capacity.plan_command(argv, gpu=gpu, free_gib=free_gib, weights_gib=weights_gib)
+    record = {
+        "plan": assumed.to_dict(),
+        "capacity": {
+            "observed": {
+                "max_total_num_tokens": real.max_total_num_tokens,
+                "max_running_requests": real.max_running_requests,
+                "mamba_slots": real.mamba_slots,
+            }
+        },
+        "observed": {"server_info": {"memory_usage_gib": {"weight": weights_gib}}},
+    }
+    path = tmp_path / "record.json"
+    path.write_text(json.dumps(record))
+    return path, real
+
+
+@pytest.mark.parametrize(
+    ("model", "flags"),
+    [
+        ("llama-3.1-8b-instruct", ["--mem-fraction-static", "0.85"]),
+        (
+            "qwen3.6-27b",
+            ["--mem-fraction-static", "0.85", "--max-running-requests", "16", "--context-length", "32768"],
+        ),
+    ],
+)
+def test_calibrate_recovers_the_free_memory_behind_a_logged_pool(tmp_path, capsys, model, flags):
+    argv = ["--model-path", str(MODELS / model), *flags]
+    record, real = _record_from(
+        tmp_path, argv, free_gib=77.1, weights_gib=16.0 if "llama" in model else 51.05
+    )
+    rc, out, err = run(["--calibrate", str(record), "--json", "--", *argv], capsys)
+    assert rc == 0, err
+    p = json.loads(out)
+    # the calibrated free memory re-plans the recorded config to the pool the server allocated
+    assert p["pre_gib"] == pytest.approx(77.1, abs=0.01)
+    assert p["max_total_num_tokens"] == pytest.approx(real.max_total_num_tokens, rel=2e-4)
+    assert p["notes"][0].startswith(f"calibrated from {record}")
+
+
+def test_calibrate_re_plans_a_neighbouring_config(tmp_path, capsys):
+    argv = ["--model-path", str(MODELS / "llama-3.1-8b-instruct"), "--mem-fraction-static", "0.85"]
+    record, _ = _record_from(tmp_path, argv, free_gib=77.1, weights_gib=16.0)
+    neighbour = [*argv[:2], "--mem-fraction-static", "0.9"]
+    rc, out, _ = run(["--calibrate", str(record), "--json", "--", *neighbour], capsys)
+    p = json.loads(out)
+    assert rc == 0 and p["mem_fraction_static"] == 0.9
+    # the same host and weights: rest = 77.1 x 0.9 - 16.0 GiB over Llama-3.1-8B's 131,072 B per token
+    assert p["max_total_num_tokens"] == int((77.1 * 0.9 - 16.0) * (1 << 30)) // 131072
+
+
+@pytest.mark.parametrize(
+    ("record", "needle"),
+    [
+        ({}, "plan: the record has no capacity plan"),
+        ({"plan": {"cell_bytes": 1}, "capacity": {"observed": {}}}, "capacity.observed.max_total_num_tokens"),
+    ],
+)
+def test_calibrate_bad_record_exits_2_naming_the_field(tmp_path, capsys, record, needle):
+    path = tmp_path / "record.json"
+    path.write_text(json.dumps(record))
+    argv = ["--calibrate", str(path), "--", "--model-path", str(MODELS / "llama-3.1-8b-instruct")]
+    rc, out, err = run(["--gpu", "H100", *argv], capsys)
+    assert rc == 2 and needle in err and "Traceback" not in err and out == ""

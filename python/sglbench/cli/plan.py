@@ -62,6 +62,20 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         default="auto",
         help="overlap scheduler for the Mamba ratio (auto: on unless --disable-overlap-schedule)",
     )
+    p.add_argument(
+        "--platform",
+        choices=("cuda", "rocm"),
+        default="cuda",
+        help="GPU platform: on rocm SGLang's aiter attention backend scales mem_fraction_static by 0.85 "
+        "for contexts above 8192 tokens",
+    )
+    p.add_argument(
+        "--calibrate",
+        default=None,
+        metavar="RECORD",
+        help="an attempt's record.json from a real start: the free memory that reproduces its logged KV "
+        "pool, and its weights (same model), become this plan's --free-gib / --weights-gib unless given",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("launch_args", nargs=argparse.REMAINDER, help="-- then SGLang launch_server flags")
     p.set_defaults(func=run)

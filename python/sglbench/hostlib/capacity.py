@@ -44,6 +44,7 @@ from . import (
     gpus,
     hf_cache,
     sglang_args,
+    sglang_defaults,
     sglang_facts,
 )
 
@@ -158,6 +159,10 @@ class Plan:
     sglang_release: str | None = None
     accepted_by: list[str] = field(default_factory=list)
     flags_effect: dict[str, list[str]] = field(default_factory=dict)
+    # set when the model's layout is planned from the nearest modelled one (geometry.APPROXIMATED_MODEL_TYPES)
+    uncertainty: str | None = None
+    # whose default rule filled in chunked prefill, CUDA-graph size and mem_fraction_static (sglang_defaults)
+    defaults_rule: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -224,38 +229,45 @@ def resolve_accounting(accounting: str | None, sglang_version: str | None = None
     return DEFAULT_ACCOUNTING
 
 
-# --- SGLang defaults (§2.2) ----------------------------------------------------------------------
+# --- SGLang defaults (§2.2): the rule of each release, in sglang_defaults ------------------------
 
 
-def default_chunked_prefill_and_graph_bs(gpu_mem_mib: float | None, tp: int) -> tuple[int, int]:
-    if gpu_mem_mib is None:
-        return 4096, 160
-    g = gpu_mem_mib
-    if g < 20 * 1024:
-        return 2048, 8
-    if g < 35 * 1024:
-        return 2048, (24 if tp < 4 else 80)
-    if g < 60 * 1024:
-        return 4096, (32 if tp < 4 else 160)
-    if g < 160 * 1024:
-        return 8192, (256 if tp < 4 else 512)
-    return 16384, 512
+def defaults_release(
+    args: argparse.Namespace | None, variant: capacity_variants.AccountingVariant | None = None
+) -> tuple[int, ...] | None:
+    """The one release the command line was checked against (``--sglang-version``), else None.
+
+    With an accounting variant older than that release (a build whose memory code predates the flags it
+    is checked against, e.g. variant A with 0.5.23 flags), the last release of the variant's era."""
+    accepted = list(getattr(args, "_sglbench_accepted_by", []) or [])
+    release = getattr(args, "_sglbench_requested_release", None) or getattr(args, "_sglbench_release", None)
+    if not release or len(accepted) > 1:
+        return None
+    version = _version_tuple(release)
+    if variant is not None:
+        later = [v.since for v in capacity_variants.VARIANTS.values() if v.since > variant.since]
+        if later and (*version, 0, 0, 0)[:3] >= min(later):
+            major, minor, patch = min(later)
+            version = (major, minor, patch - 1) if patch else (major, minor - 1, 99)
+    return version
 
 
-def sglang_reserved_mib(
-    gpu_mem_mib: float, cps: int, cgmb: int, tp: int, pp: int, max_prefill_tokens: int, spec: str | None
-) -> float:
-    reserved = 512.0
-    reserved += max(cps if cps > 0 else max_prefill_tokens, 2048) * 1.5
-    reserved += cgmb * 2
-    reserved += tp * pp / 8 * 1024
-    if gpu_mem_mib > 60 * 1024:
-        reserved = max(reserved, 10 * 1024)
-    reserved += sglang_facts.startup_reserve_mib(spec)
-    return reserved
+def defaults_era(
+    args: argparse.Namespace | None, variant: capacity_variants.AccountingVariant | None = None
+) -> sglang_defaults.DefaultsEra:
+    """The default rule of that release; without one, the 0.5.10-0.5.19 rule (the era of the default
+    accounting variant)."""
+    return sglang_defaults.era_for(defaults_release(args, variant))
+
+
+def default_chunked_prefill_and_graph_bs(
+    gpu_mem_mib: float | None, tp: int, era: sglang_defaults.DefaultsEra | None = None
+) -> tuple[int, int]:
+    return (era or sglang_defaults.era_for(None)).chunked_prefill_and_graph_bs(gpu_mem_mib, tp)
 
 
 def vlm_factor(geo: geometry.Geometry) -> float:
+    """``adjust_mem_fraction_for_vlm``: the vision tower's share, from its depth and width."""
     if not geo.multimodal:
         return 1.0
     hidden = geo.vit_hidden or 1152
@@ -264,21 +276,13 @@ def vlm_factor(geo: geometry.Geometry) -> float:
 
 
 def default_mem_fraction_static(
-    gpu_mem_mib: float | None,
+    era: sglang_defaults.DefaultsEra,
     cps: int,
     cgmb: int,
-    tp: int,
-    pp: int,
-    max_prefill_tokens: int,
-    spec: str | None,
+    d: sglang_defaults.DefaultsInputs,
     geo: geometry.Geometry,
 ) -> float:
-    if gpu_mem_mib is None:
-        mfs = 0.88
-    else:
-        reserved = sglang_reserved_mib(gpu_mem_mib, cps, cgmb, tp, pp, max_prefill_tokens, spec)
-        mfs = round((gpu_mem_mib - reserved) / gpu_mem_mib, 3)
-    return mfs * vlm_factor(geo)
+    return era.mem_fraction_static(cps, cgmb, d) * vlm_factor(geo)
 
 
 # --- helpers ---------------------------------------------------------------------------------------
@@ -476,6 +480,50 @@ def resolve_speculation(
     return Speculation(spec, algo, dgeo, _spec_tokens(args, algo, draft_config, geo.model_class))
 
 
+def _defaults_inputs(
+    args: argparse.Namespace,
+    geo: geometry.Geometry,
+    gpu_mem_gib: float,
+    parallel: tuple[int, int, int],
+    algo: str | None,
+) -> sglang_defaults.DefaultsInputs:
+    tp, pp, _ = parallel
+    no_graph_flags = ("disable_piecewise_cuda_graph", "disable_prefill_cuda_graph", "enable_torch_compile")
+    return sglang_defaults.DefaultsInputs(
+        gpu_mem_mib=gpu_mem_gib * 1024.0,
+        tp=tp,
+        pp=pp,
+        spec=algo,
+        mla=geo.mla,
+        multimodal=geo.multimodal,
+        dp_attention=int(_arg(args, "dp_size", 1)) if _arg(args, "enable_dp_attention", False) else 0,
+        requested_mrr=getattr(args, "max_running_requests", None),
+        max_prefill=int(_arg(args, "max_prefill_tokens", 16384)),
+        no_prefill_graph=any(bool(_arg(args, f, False)) for f in no_graph_flags)
+        or bool(getattr(args, "lora_paths", None) or _arg(args, "enable_lora", False)),
+        disable_cuda_graph=bool(_arg(args, "disable_cuda_graph", False)),
+        model_class=geo.model_class,
+        model_type=geo.model_type,
+    )
+
+
+def _mamba_strategy(
+    args: argparse.Namespace,
+    geo: geometry.Geometry,
+    overlap: bool,
+    page: int,
+    variant: capacity_variants.AccountingVariant | None,
+) -> str:
+    """``--mamba-scheduler-strategy`` as given, or what ``auto`` resolves to in the release."""
+    given = str(_arg(args, "mamba_scheduler_strategy", "auto"))
+    if given != "auto" or not geo.hybrid_mamba:
+        return given
+    release = defaults_release(args, variant)
+    if release is None:
+        return given  # planned as no_buffer (releases before 0.5.14)
+    return sglang_defaults.auto_mamba_strategy(release, geo.model_class, overlap, page)
+
+
 def _launch(
     args: argparse.Namespace,
     geo: geometry.Geometry,
@@ -484,6 +532,7 @@ def _launch(
     algo: str | None,
     overlap: bool | None,
     notes: list[str],
+    variant: capacity_variants.AccountingVariant | None = None,
 ) -> Launch:
     tp, pp, attn_dp = parallel
     requested_mrr = getattr(args, "max_running_requests", None)
@@ -491,8 +540,14 @@ def _launch(
     if algo and mrr is None:
         mrr = SPEC_DEFAULT_MAX_RUNNING_REQUESTS
         notes.append(f"speculative decoding: --max-running-requests defaults to {mrr}")
-    cps_def, cgmb_def = default_chunked_prefill_and_graph_bs(gpu_mem_gib * 1024.0, tp)
+    era = defaults_era(args, variant)
+    cps_def, cgmb_def = era.chunked_prefill_and_graph_bs(gpu_mem_gib * 1024.0, tp)
+    cgmb_given = getattr(args, "cuda_graph_max_bs", None) is not None
+    cgmb = int(_arg(args, "cuda_graph_max_bs", cgmb_def))
+    cgmb = era.graph_bs(cgmb, _defaults_inputs(args, geo, gpu_mem_gib, parallel, algo), cgmb_given)
     ctx_flag = getattr(args, "context_length", None)
+    overlap_on = bool(overlap) if overlap is not None else not _arg(args, "disable_overlap_schedule", False)
+    page = int(_arg(args, "page_size", 1)) or 1
     return Launch(
         tp=tp,
         pp=pp,
@@ -500,30 +555,55 @@ def _launch(
         requested_mrr=requested_mrr,
         mrr=mrr,
         cps=int(_arg(args, "chunked_prefill_size", cps_def)),
-        cgmb=int(_arg(args, "cuda_graph_max_bs", cgmb_def)),
+        cgmb=cgmb,
         max_prefill=int(_arg(args, "max_prefill_tokens", 16384)),
-        page=int(_arg(args, "page_size", 1)) or 1,
+        page=page,
         ctx=int(ctx_flag) if ctx_flag else geo.context_len,
-        overlap=bool(overlap) if overlap is not None else not _arg(args, "disable_overlap_schedule", False),
+        overlap=overlap_on,
         disable_radix=bool(_arg(args, "disable_radix_cache", False)),
-        strategy=str(_arg(args, "mamba_scheduler_strategy", "auto")),
+        strategy=_mamba_strategy(args, geo, overlap_on, page, variant),
     )
 
 
 def _mem_fraction(
-    args: argparse.Namespace, launch: Launch, gpu_mem_gib: float, algo: str | None, geo: geometry.Geometry
+    args: argparse.Namespace,
+    launch: Launch,
+    gpu_mem_gib: float,
+    algo: str | None,
+    geo: geometry.Geometry,
+    platform: str = "cuda",
+    notes: list[str] | None = None,
+    variant: capacity_variants.AccountingVariant | None = None,
 ) -> tuple[float, str, float]:
     """(mem_fraction_static, "flag" | "default", SGLang's default for this config)."""
     mfs_flag = getattr(args, "mem_fraction_static", None)
-    mfs_default = default_mem_fraction_static(
-        gpu_mem_gib * 1024.0, launch.cps, launch.cgmb, launch.tp, launch.pp, launch.max_prefill, algo, geo
-    )
+    parallel = (launch.tp, launch.pp, launch.attn_dp)
+    d = _defaults_inputs(args, geo, gpu_mem_gib, parallel, algo)
+    mfs_default = default_mem_fraction_static(defaults_era(args, variant), launch.cps, launch.cgmb, d, geo)
+    backend = _arg(args, "attention_backend")
     if mfs_flag is None:
-        return mfs_default, "default", mfs_default
+        factor = sglang_defaults.rocm_aiter_factor(platform, backend, geo.mla, launch.ctx, explicit=False)
+        _note_rocm(factor, notes)
+        return mfs_default * factor, "default", mfs_default * factor
     mfs = float(mfs_flag)
     if not 0 < mfs < 1:
         raise PlanError("--mem-fraction-static", f"must be in (0, 1), got {mfs}")
-    return mfs, "flag", mfs_default
+    factor = sglang_defaults.rocm_aiter_factor(platform, backend, geo.mla, launch.ctx, explicit=True)
+    _note_rocm(factor, notes)
+    return (
+        mfs * factor,
+        "flag",
+        mfs_default
+        * sglang_defaults.rocm_aiter_factor(platform, backend, geo.mla, launch.ctx, explicit=False),
+    )
+
+
+def _note_rocm(factor: float, notes: list[str] | None) -> None:
+    if factor != 1.0 and notes is not None:
+        notes.append(
+            f"ROCm with the aiter attention backend and a context above 8192: SGLang multiplies "
+            f"mem_fraction_static by {factor} (pass --attention-backend triton to keep it)"
+        )
 
 
 def _ssm_dtype(args: argparse.Namespace, geo: geometry.Geometry) -> str | None:
@@ -599,16 +679,21 @@ def resolve_inputs(
     *,
     overlap: bool | None = None,
     dflash_cell_scaling: bool | None = None,
+    platform: str = "cuda",
 ) -> Inputs:
     """Stage 1: flags, configs and SGLang's defaults resolved; bad input raises :class:`PlanError`."""
     if gpu_mem_gib is None or not 0 < gpu_mem_gib < math.inf:  # NaN included
         raise PlanError("--gpu-mem-gib", f"must be a positive GiB figure, got {gpu_mem_gib!r}")
+    if platform not in sglang_defaults.PLATFORMS:
+        raise PlanError(
+            "--platform", f"must be one of {', '.join(sglang_defaults.PLATFORMS)}, got {platform!r}"
+        )
     notes: list[str] = []
     parallel = _parallelism(args, notes)
     geo = _geo(configs[0], parallel[0], is_draft=False, what="target model")
     sp = resolve_speculation(args, configs[1], geo, parallel[0])
-    launch = _launch(args, geo, gpu_mem_gib, parallel, sp.algo, overlap, notes)
-    mfs = _mem_fraction(args, launch, gpu_mem_gib, sp.algo, geo)
+    launch = _launch(args, geo, gpu_mem_gib, parallel, sp.algo, overlap, notes, variant)
+    mfs = _mem_fraction(args, launch, gpu_mem_gib, sp.algo, geo, platform, notes, variant)
     model_dtype = _model_dtype(getattr(args, "dtype", None), geo)
     kv_dtype = _kv_dtype(getattr(args, "kv_cache_dtype", None), geo, model_dtype)
     ssm_dtype = _ssm_dtype(args, geo)
@@ -660,12 +745,13 @@ def kv_cell(args: argparse.Namespace, inp: Inputs) -> Cell:
         target = per * geo.kv_layers + swa_ratio * per * geo.swa_layers
     else:
         swa_ratio = 0.0
-        target = float(geo.cell_bytes(kv_bytes, inp.kv_dtype))
+        scaled = sglang_defaults.dsa_scaled_profile(defaults_release(args, inp.variant))
+        target = float(geo.cell_bytes(kv_bytes, inp.kv_dtype, scaled))
     if inp.launch.pp > 1:
         target /= inp.launch.pp
     dgeo = sp.dgeo
     draft = dgeo.cell_bytes(kv_bytes, inp.kv_dtype) if dgeo is not None else 0
-    if dgeo is not None and dgeo.attention == "mla":
+    if dgeo is not None and dgeo.mla:
         draft = 0  # MTP-like drafts share the target's latent layout; counted by layer ratio
     folded = target
     if sp.dflash_like and dgeo is not None and inp.cell_scaling:
@@ -789,9 +875,11 @@ class Pools:
 def _target_kv_sizes(inp: Inputs, tokens: Tokens) -> tuple[float, float]:
     """(K, V) of the target's KV pool, with SGLang's extra page."""
     geo, page, kv_bytes = inp.geo, inp.launch.page, inp.kv_bytes
-    if geo.attention == "mla":
+    if geo.mla:
+        # one "KV size" pool: the (scaled) latent, plus the DSA indexer key where there is one
         pg = tokens.total + page
-        return pg * (geo.kv_lora_rank + geo.qk_rope_head_dim) * geo.kv_layers * kv_bytes / GiB, 0.0
+        per_layer = geo.mla_dim_bytes(kv_bytes, inp.kv_dtype) + geo.indexer_bytes_per_layer()
+        return pg * per_layer * geo.kv_layers / GiB, 0.0
     full_pg = (tokens.full if tokens.full is not None else tokens.total) + page
     k = full_pg * geo.kv_heads_per_rank * geo.head_dim * geo.kv_layers * kv_bytes / GiB
     v = full_pg * geo.kv_heads_per_rank * geo.v_head_dim * geo.kv_layers * kv_bytes / GiB
@@ -810,8 +898,8 @@ def _draft_kv_sizes(inp: Inputs, tokens: Tokens) -> tuple[float, float]:
     pg = tokens.total + inp.launch.page
     if dgeo is None:
         return 0.0, 0.0
-    if dgeo.attention == "mla":
-        return pg * (dgeo.kv_lora_rank + dgeo.qk_rope_head_dim) * kv_bytes / GiB, 0.0
+    if dgeo.mla:
+        return pg * dgeo.mla_dim_bytes(kv_bytes, inp.kv_dtype) / GiB, 0.0
     dk = pg * dgeo.kv_heads_per_rank * dgeo.head_dim * dgeo.num_layers * kv_bytes / GiB
     dv = pg * dgeo.kv_heads_per_rank * dgeo.v_head_dim * dgeo.num_layers * kv_bytes / GiB
     return dk, dv
@@ -1028,6 +1116,7 @@ def plan(
     overlap: bool | None = None,
     dflash_cell_scaling: bool | None = None,
     recommend: bool = True,
+    platform: str = "cuda",
 ) -> Plan:
     """Predict SGLang's memory pools for one launch (see module docstring).
 
@@ -1050,6 +1139,7 @@ def plan(
         variant,
         overlap=overlap,
         dflash_cell_scaling=dflash_cell_scaling,
+        platform=platform,
     )
     p = _assemble(args, inp)
     if recommend and p.failure is not None:
@@ -1060,6 +1150,7 @@ def plan(
             accounting=variant.name,
             overlap=overlap,
             dflash_cell_scaling=dflash_cell_scaling,
+            platform=platform,
         )
         p.recommendations = recommendations(args, model_config, draft_config, gpu_mem_gib, p, opts)
     return p
@@ -1082,6 +1173,8 @@ def _assemble(args: argparse.Namespace, inp: Inputs) -> Plan:
     sl = slack(args, inp, b, allocated)
     fail = failure(args, inp, b, mamba, tokens.total, requests.n)
     warnings = tokens.warnings + requests.warnings + _activation_warning(sl, fail, tokens.total)
+    if inp.geo.uncertainty:
+        warnings.insert(0, f"approximate plan: {inp.geo.uncertainty}; check it against a real startup log")
     dgeo = inp.speculation.dgeo
     notes += inp.geo.notes + (dgeo.notes if dgeo else [])
     return _to_plan(args, inp, (b, cell, mamba, tokens, requests.n, allocated, sl), fail, warnings, notes)
@@ -1158,6 +1251,8 @@ def _to_plan(
         sglang_release=getattr(args, "_sglbench_release", None),
         accepted_by=list(getattr(args, "_sglbench_accepted_by", [])),
         flags_effect=sglang_args.capacity_effect(args),
+        uncertainty=geo.uncertainty,
+        defaults_rule=defaults_era(args, inp.variant).name,
     )
 
 
@@ -1472,7 +1567,9 @@ def explain(p: Plan) -> str:
         f"{p.model_class} ({p.attention}), TP{p.tp_size}, accounting variant {p.accounting}"
         + (f", {p.spec_algorithm} with {p.num_draft_tokens} draft tokens" if p.spec_algorithm else ""),
         f"GPU {p.gpu_mem_gib:.2f} GiB, free at start {p.pre_gib:.2f} GiB; mem_fraction_static "
-        f"{p.mem_fraction_static:.4g} ({p.mem_fraction_static_source})",
+        f"{p.mem_fraction_static:.4g} ({p.mem_fraction_static_source}"
+        + (f", SGLang {p.defaults_rule} rule" if p.mem_fraction_static_source == "default" else "")
+        + ")",
         f"  weights            {p.weights_gib:8.2f} GiB  ({p.weights_source})",
     ]
     if p.spec_algorithm and p.draft_weights_gib:
@@ -1609,6 +1706,7 @@ def plan_command(
     env: Mapping[str, str] | None = None,
     sglang_catalog: Any = None,
     catalog_dir: str | None = None,
+    platform: str = "cuda",
 ) -> Plan:
     """Plan an SGLang launch command line (flags only, e.g. ``["--model-path", dir, ...]``).
 
@@ -1660,6 +1758,7 @@ def plan_command(
         draft_model_dir=draft_dir,
         overlap=overlap,
         dflash_cell_scaling=dflash_cell_scaling,
+        platform=platform,
     )
     p.notes[:0] = [
         f"{flag} {ref.describe()}"

@@ -16,6 +16,7 @@ The failure kinds and :class:`Failure` live here because the variants word SGLan
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -186,45 +187,49 @@ class VariantB(AccountingVariant):
 
     def mamba_split(self, m: MambaInputs) -> MambaSplit:
         P, pad = m.per_req_bytes, self.mamba_pad
-        K, spec_cap = self._slots(m)
+        raw, spec_cap = self._slots(m)
+        K = max(raw, 0)
         rest_bytes = m.rest_bytes
         spec_reserved = 0.0
         if m.speculative and spec_cap is not None:
             spec_reserved = P * (spec_cap + pad) * m.draft_tokens / GiB
             rest_bytes -= P * (spec_cap + pad) * m.draft_tokens
         failure = None
-        if K <= 0:
+        if raw <= 0:
             failure = Failure(
-                NOT_ENOUGH_MEMORY,
-                "Not enough GPU memory for hybrid (mamba/linear-attention) state cache. Computed "
-                f"max_mamba_cache_size={K}. Try: (1) reduce --max-running-requests, (2) increase "
-                "--mem-fraction-static, (3) reduce --speculative-num-draft-tokens, or (4) use GPUs "
-                "with more memory.",
-                "RuntimeError",
+                NOT_ENOUGH_MEMORY, self.mamba_failure_text(raw, rest_bytes / GiB, P), "RuntimeError"
             )
         rest_bytes -= (K + pad) * P
         return MambaSplit(K, spec_reserved, (K + pad) * P / GiB, rest_bytes, failure)
 
-    def _slots(self, m: MambaInputs) -> tuple[int, int | None]:
-        """(Mamba slots, request count the speculative reservation is sized for; None without spec).
+    def mamba_failure_text(self, slots: int, rest_gib: float, per_req_bytes: int) -> str:
+        """SGLang's RuntimeError when the solved slot count is not positive (it prints the raw count)."""
+        return (
+            "Not enough GPU memory for hybrid (mamba/linear-attention) state cache. Computed "
+            f"max_mamba_cache_size={slots}. Try: (1) reduce --max-running-requests, (2) increase "
+            "--mem-fraction-static, (3) reduce --speculative-num-draft-tokens, or (4) use GPUs "
+            "with more memory."
+        )
 
-        The reservation is sized from the solved count before it is clamped at zero (SGLang's order)."""
+    def _slots(self, m: MambaInputs) -> tuple[int, int | None]:
+        """(Mamba slots as solved, possibly <= 0; request count the speculative reservation is sized for,
+        None without spec). The reservation is sized from the solved count before it is clamped at zero
+        (SGLang's order)."""
         P, pad, ratio, Dm = m.per_req_bytes, self.mamba_pad, m.ratio, m.draft_tokens
         mrr_dp = m.requests_per_rank
         fixed = m.fixed_slots()
         if fixed is not None:
             K = fixed
             if not m.speculative:
-                return max(K, 0), None
+                return K, None
             if m.explicit_slots is None:  # one slot per request without radix cache
-                return max(K, 0), K
-            return max(K, 0), min(mrr_dp if mrr_dp is not None else K // ratio, K // ratio)
+                return K, K
+            return K, min(mrr_dp if mrr_dp is not None else K // ratio, K // ratio)
         budget = m.rest_bytes * m.full_memory_ratio / (1 + m.full_memory_ratio)
         if not m.speculative:
-            K = int((budget - pad * P) // P) if budget > 0 else 0
-            return max(K, 0), None
-        K = int((budget - pad * P * (1 + Dm)) // (P * (1 + Dm / ratio))) if budget > 0 else 0
-        return max(K, 0), min(mrr_dp if mrr_dp is not None else K // ratio, K // ratio)
+            return int((budget - pad * P) // P), None
+        K = int((budget - pad * P * (1 + Dm)) // (P * (1 + Dm / ratio)))
+        return K, min(mrr_dp if mrr_dp is not None else K // ratio, K // ratio)
 
 
 class VariantC(VariantB):
@@ -246,17 +251,30 @@ class VariantC(VariantB):
     def layer_ratio_cell(self, target_cell: float, target_layers: int, draft_layers: int) -> float | None:
         return float(int(target_cell * (1 + draft_layers / target_layers)))
 
+    def mamba_failure_text(self, slots: int, rest_gib: float, per_req_bytes: int) -> str:
+        """kv_cache_configurator._handle_max_mamba_cache (0.5.17, 0.5.23): with the budget and slot size."""
+        return (
+            "Not enough GPU memory for hybrid (mamba/linear-attention) state cache. Computed "
+            f"max_mamba_cache_size={slots} (total_rest_memory={rest_gib:.2f} GB, "
+            f"mamba_cache_per_req={per_req_bytes / (1 << 20):.2f} MB). Try: (1) reduce "
+            "--max-running-requests, (2) increase --mem-fraction-static, (3) reduce "
+            "--speculative-num-draft-tokens, or (4) use GPUs with more memory."
+        )
+
     def kv_budget_failure(
         self, kv_budget_gib: float, post_gib: float, pre_gib: float, mfs: float
     ) -> Failure | None:
         if kv_budget_gib > 0:
             return None
+        # mem_cache/kv_cache_configurator.py (0.5.23) _profile_available_bytes: the minimum viable
+        # fraction and the suggestion (rounded up to 0.001), as SGLang words the ValueError
         need = 1 - post_gib / pre_gib
+        suggested = math.ceil(need * 1000) / 1000
         return Failure(
             NOT_ENOUGH_MEMORY,
             f"Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static={mfs:g}. "
-            f"Raise --mem-fraction-static above {need:.3f} "
-            f"(minimum viable = 1 - available/pre = {need:.3f}). "
+            f"Raise --mem-fraction-static above {suggested:.3f} "
+            f"(minimum viable = 1 - available/pre = {need:.4f}). "
             "If using speculative decoding, draft weights are now counted.",
             "ValueError",
         )

@@ -53,25 +53,45 @@ _CONFIG_DTYPE_TO_TORCH = {
 }
 
 
-# Families whose cache layout the planner does not model (Mamba2/SSM hybrids, KDA, compressed
-# attention). Planning them with the generic formulas would give confident wrong numbers.
-UNSUPPORTED_MODEL_TYPES = frozenset(
+# Architectures SGLang gives a separate sliding-window KV pool (``configs/model_config.py``
+# ``is_hybrid_swa_model``, 0.5.10.post1 and 0.5.23). Any other model with sliding layers (Gemma-2/3,
+# Qwen2 with ``use_sliding_window``, Mistral) gets a full-length KV cache in every layer.
+HYBRID_SWA_ARCHITECTURES = frozenset(
     {
-        "nemotron_h",
-        "falcon_h1",
-        "jamba",
-        "mamba",
-        "mamba2",
-        "bailing_moe_v3",
-        "kimi_linear",
-        "deepseek_v4",
-        "minimax_m1",
-        "lfm2",
-        "granitemoehybrid",
-        "zamba2",
+        "Llama4ForConditionalGeneration",
+        "GptOssForCausalLM",
+        "MiMoV2FlashForCausalLM",
+        "Step3p5ForCausalLM",
+        "Gemma4ForCausalLM",
+        "Gemma4ForConditionalGeneration",
     }
 )
-UNSUPPORTED_ARCHITECTURES = frozenset({"NemotronHForCausalLM", "FalconH1ForCausalLM", "JambaForCausalLM"})
+
+# DeepSeek sparse attention (DSA/NSA): these architectures with ``index_topk`` set keep an FP8
+# indexer key per token and layer beside the MLA latent (``configs/model_config.py`` ``is_deepseek_nsa``).
+DSA_ARCHITECTURES = frozenset(
+    {
+        "DeepseekV3ForCausalLM",
+        "DeepseekV32ForCausalLM",
+        "DeepseekV3ForCausalLMNextN",
+        "MistralLarge3ForCausalLM",
+        "PixtralForConditionalGeneration",
+        "GlmMoeDsaForCausalLM",
+    }
+)
+# ``NSATokenToKVPool.quant_block_size`` (128): one fp32 scale per 128 indexer dims
+DSA_QUANT_BLOCK = 128
+
+# Families whose state layout is known to differ from every layout modelled here (compressed
+# attention, lightning attention): planned from the nearest modelled layout, with a stated uncertainty.
+APPROXIMATED_MODEL_TYPES = {
+    "deepseek_v4": "DeepSeek-V4 compressed attention (C4/C128 state pools) is planned as plain attention",
+    "minimax_m1": "MiniMax-M1 lightning-attention state is not modelled; planned as full attention",
+    "minimax": "MiniMax lightning-attention state is not modelled; planned as full attention",
+    "jamba": "Jamba's Mamba-1 state is not modelled; planned as full attention",
+    "zamba2": "Zamba2's shared attention and Mamba2 state are not modelled; planned as full attention",
+    "bailing_moe_v3": "Ling-3 linear attention state is not modelled; planned as full attention",
+}
 
 
 class GeometryError(ValueError):
@@ -130,20 +150,42 @@ class Geometry:
     mamba_ssm_dtype_config: str | None = None
     param_count_estimate: float = 0.0
     notes: list[str] = field(default_factory=list)
+    indexer_head_dim: int = 0  # DeepSeek sparse attention: the indexer key per token and layer
+    uncertainty: str | None = None  # set when the layout is an approximation of the real one
 
     @property
     def hybrid_mamba(self) -> bool:
         return self.mamba is not None
 
-    def cell_bytes(self, kv_bytes: float, kv_dtype: str = "") -> int:
+    @property
+    def mla(self) -> bool:
+        """The KV cache holds one latent per token and layer (MLA, also in MLA + linear hybrids)."""
+        return self.kv_lora_rank > 0
+
+    def indexer_bytes_per_layer(self) -> int:
+        """DSA indexer key (uint8) with one 4-byte scale per 128 dims (``NSATokenToKVPool``)."""
+        if not self.indexer_head_dim:
+            return 0
+        return self.indexer_head_dim + self.indexer_head_dim // DSA_QUANT_BLOCK * 4
+
+    def mla_dim_bytes(self, kv_bytes: float, kv_dtype: str = "", dsa_scaled: bool = True) -> int:
+        """Bytes of one token's latent in one layer. DSA with an FP8 cache stores the latent in fp8
+        with a 4-byte scale per 128 values and the rope part in bf16
+        (``model_runner_kv_cache_mixin.calculate_mla_kv_cache_dim``, flashmla backends); ``dsa_scaled``
+        False gives the plain ``(kv_lora_rank + rope) x kv_bytes`` older releases size the pool by."""
+        if self.indexer_head_dim and dsa_scaled and kv_dtype.startswith("torch.float8"):
+            return self.kv_lora_rank + self.kv_lora_rank // DSA_QUANT_BLOCK * 4 + self.qk_rope_head_dim * 2
+        return int((self.kv_lora_rank + self.qk_rope_head_dim) * kv_bytes)
+
+    def cell_bytes(self, kv_bytes: float, kv_dtype: str = "", dsa_scaled: bool = True) -> int:
         """Bytes per token of ``max_total_num_tokens`` for this model alone (§2.4)."""
         fp4 = kv_dtype == "torch.float4_e2m1fn_x2"
-        if self.attention == "mla":
+        if self.mla:
             dim = self.kv_lora_rank + self.qk_rope_head_dim
-            cell = int(dim * self.kv_layers * kv_bytes)
+            cell = self.mla_dim_bytes(kv_bytes, kv_dtype, dsa_scaled) * self.kv_layers
             if fp4:
                 cell = cell // 2 + (dim // 16) * self.kv_layers * int(kv_bytes)
-            return cell
+            return cell + self.indexer_bytes_per_layer() * self.kv_layers
         per_layer = self.kv_heads_per_rank * (self.head_dim + self.v_head_dim)
         cell = int(per_layer * (self.kv_layers + self.swa_layers) * kv_bytes)
         if fp4:
@@ -226,7 +268,7 @@ def _layer_kinds(tcfg: dict[str, Any], n_layers: int) -> list[str] | None:
             t = str(t)
             if t in ("full_attention", "attention", "global_attention"):
                 kinds.append("full")
-            elif t in ("linear_attention", "mamba", "gated_deltanet"):
+            elif t in ("linear_attention", "mamba", "gated_deltanet", "conv", "short_conv"):
                 kinds.append("linear")
             elif t in ("sliding_attention", "sliding_window_attention", "local_attention"):
                 kinds.append("sliding")
@@ -272,13 +314,6 @@ def _model_identity(cfg: dict[str, Any], tp: int) -> tuple[str, dict[str, Any], 
     model_class = archs[0]
     tcfg = text_config(cfg)
     model_type = str(tcfg.get("model_type") or cfg.get("model_type") or "")
-    if model_type in UNSUPPORTED_MODEL_TYPES or model_class in UNSUPPORTED_ARCHITECTURES:
-        raise GeometryError(
-            "architectures",
-            f"{model_class} (model_type {model_type!r}) is not modelled by the capacity planner "
-            "(its KV/state layout differs from MHA/GQA, MLA, sliding-window and Gated-DeltaNet hybrids); "
-            "give the numbers from a real startup log instead",
-        )
     return model_class, tcfg, model_type
 
 
@@ -351,32 +386,178 @@ def _mamba_geometry(tcfg: dict[str, Any], n_linear: int, tp: int) -> MambaGeomet
     )
 
 
-def _mixed_layout(tcfg: dict[str, Any], h: _Heads, tp: int, is_draft: bool, sliding_window: Any) -> _Layout:
-    """MHA/GQA, with the hybrid linear-attention or sliding-window mix the config declares."""
-    _check_tp_heads("num_attention_heads", h.n_heads, tp, allow_replication=False)
-    _check_tp_heads("num_key_value_heads", h.kv_heads, tp, allow_replication=True)
-    layout = _Layout("mha", h.n_layers, max(1, h.kv_heads // tp), h.head_dim)
-    kinds = _layer_kinds(tcfg, h.n_layers)
-    if kinds is not None and "linear" in kinds:
-        layout.attention = "hybrid_linear"
-        layout.kv_layers = kinds.count("full")
-        layout.mamba = _mamba_geometry(tcfg, kinds.count("linear"), tp)
+def _nemotron_h_kinds(tcfg: dict[str, Any]) -> list[str] | None:
+    """Nemotron-H ``hybrid_override_pattern`` (M Mamba2, * attention, - MLP, E MoE) or its newer
+    ``layers_block_type`` list (``configs/nemotron_h.py``): which layers keep KV, which Mamba state."""
+    pattern = tcfg.get("hybrid_override_pattern")
+    blocks = tcfg.get("layers_block_type")
+    if isinstance(pattern, str) and pattern:
+        table = {"M": "linear", "*": "full", "-": "none", "E": "none"}
+        bad = sorted(set(pattern) - set(table))
+        if bad:
+            raise GeometryError("hybrid_override_pattern", f"unknown layer symbol(s) {bad} (M, *, -, E)")
+        return [table[c] for c in pattern]
+    if isinstance(blocks, list) and blocks:
+        table = {"mamba": "linear", "attention": "full", "mlp": "none", "moe": "none"}
+        bad = sorted({str(b) for b in blocks} - set(table))
+        if bad:
+            raise GeometryError("layers_block_type", f"unknown block type(s) {bad}")
+        return [table[str(b)] for b in blocks]
+    raise GeometryError("hybrid_override_pattern", "missing from a Nemotron-H config.json (the layer mix)")
+
+
+def _state_kinds(tcfg: dict[str, Any], model_type: str, model_class: str, n_layers: int) -> list[str] | None:
+    """Per-layer kind as SGLang's config classes list them: "full" (KV), "linear" (Mamba/conv/KDA
+    state), "both" (Falcon-H1: attention and Mamba2 in every layer), "sliding", "none" (MLP only);
+    None when every layer is a plain attention layer."""
+    if model_type == "nemotron_h" or model_class == "NemotronHForCausalLM":
+        return _nemotron_h_kinds(tcfg)
+    if model_type == "falcon_h1" or model_class == "FalconH1ForCausalLM":
+        return ["both"] * n_layers  # configs/falcon_h1.py: full_attention_layer_ids = linear_layer_ids = all
+    if model_type == "kimi_linear" or model_class == "KimiLinearForCausalLM":
+        lin = tcfg.get("linear_attn_config")
+        if not isinstance(lin, dict) or not isinstance(lin.get("kda_layers"), list):
+            raise GeometryError("linear_attn_config", "needs kda_layers (1-based KDA layer numbers)")
+        kda = {
+            int(i) for i in lin["kda_layers"]
+        }  # configs/kimi_linear.py is_kda_layer: (i + 1) in kda_layers
+        return ["linear" if i + 1 in kda else "full" for i in range(n_layers)]
+    if model_class == "Llama4ForConditionalGeneration":
+        # configs/model_config.py get_hybrid_layer_ids: chunked-attention layers are (i + 1) % 4 != 0
+        return ["sliding" if (i + 1) % 4 else "full" for i in range(n_layers)]
+    return _layer_kinds(tcfg, n_layers)
+
+
+def _mamba2_state(
+    tp: int, *, intermediate: int, n_groups: int, heads: int, head_dim: int, state: int, kernel: int
+) -> tuple[int, int]:
+    """(conv, SSM) elements per layer and rank: ``configs/mamba_utils.py`` ``Mamba2StateShape.create``
+    (groups padded to TP, conv ``(conv_dim/tp, kernel-1)``, SSM ``(heads/tp, head_dim, state)``)."""
+    if n_groups % tp:
+        n_groups += tp - n_groups  # extra_groups_for_head_shards
+    conv_dim = intermediate + 2 * n_groups * state
+    if conv_dim % tp or heads % tp:
+        raise GeometryError(
+            "tp_size", f"--tp-size {tp} does not divide the Mamba heads ({heads}) / conv width"
+        )
+    return conv_dim // tp * (kernel - 1), heads // tp * head_dim * state
+
+
+def _state_geometry(tcfg: dict[str, Any], model_type: str, n_linear: int, tp: int) -> MambaGeometry:
+    """Per-request state of the linear layers, per rank, for each family SGLang serves."""
+    if model_type == "nemotron_h" or "mamba_num_heads" in tcfg:
+        heads, hd = _int_field(tcfg, "mamba_num_heads"), _int_field(tcfg, "mamba_head_dim")
+        conv, ssm = _mamba2_state(
+            tp,
+            intermediate=heads * hd,
+            n_groups=_int_field(tcfg, "n_groups", 8),
+            heads=heads,
+            head_dim=hd,
+            state=_int_field(tcfg, "ssm_state_size", 128),
+            kernel=_int_field(tcfg, "conv_kernel", 4),
+        )
+    elif model_type in ("falcon_h1", "granitemoehybrid") or "mamba_n_heads" in tcfg:
+        hidden = _int_field(tcfg, "hidden_size")
+        d_ssm = tcfg.get("mamba_d_ssm") if model_type != "granitemoehybrid" else None
+        inter = _int_field(tcfg, "mamba_d_ssm") if d_ssm else _int_field(tcfg, "mamba_expand", 2) * hidden
+        heads = _int_field(tcfg, "mamba_n_heads")
+        hd = tcfg.get("mamba_d_head", "auto")
+        hd = inter // heads if hd in (None, "auto") else _int_field(tcfg, "mamba_d_head")
+        conv, ssm = _mamba2_state(
+            tp,
+            intermediate=inter,
+            n_groups=_int_field(tcfg, "mamba_n_groups", 1),
+            heads=heads,
+            head_dim=hd,
+            state=_int_field(tcfg, "mamba_d_state", 256),
+            kernel=_int_field(tcfg, "mamba_d_conv", 4),
+        )
+    elif model_type in ("lfm2", "lfm2_moe") or "conv_L_cache" in tcfg:
+        # configs/lfm2.py: ShortConv keeps only a conv state of the hidden width, no SSM state
+        hidden = _int_field(tcfg, "hidden_size")
+        conv, ssm = _mamba2_state(
+            tp,
+            intermediate=hidden,
+            n_groups=1,
+            heads=tp,
+            head_dim=hidden,
+            state=0,
+            kernel=_int_field(tcfg, "conv_L_cache"),
+        )
+    elif model_type == "kimi_linear" or "linear_attn_config" in tcfg:
+        # configs/mamba_utils.py KimiLinearStateShape: q/k/v short convs, a head_dim x head_dim state per head
+        lin = tcfg["linear_attn_config"]
+        heads, hd = _int_field(lin, "num_heads"), _int_field(lin, "head_dim")
+        kernel = _int_field(lin, "short_conv_kernel_size", 4)
+        if (heads * hd) % tp or heads % tp:
+            raise GeometryError(
+                "tp_size", f"--tp-size {tp} does not divide linear_attn_config.num_heads={heads}"
+            )
+        conv, ssm = (kernel - 1) * 3 * (heads * hd // tp), heads // tp * hd * hd
+    else:
+        return _mamba_geometry(tcfg, n_linear, tp)
+    return MambaGeometry(n_linear_layers=n_linear, conv_elems_per_layer=conv, ssm_elems_per_layer=ssm)
+
+
+def _apply_kinds(
+    layout: _Layout,
+    kinds: list[str] | None,
+    ident: tuple[str, str],
+    tcfg: dict[str, Any],
+    tp: int,
+    is_draft: bool,
+    sliding_window: Any,
+) -> None:
+    """The layer mix on top of the attention layout: hybrid linear state, or a hybrid-SWA pool for the
+    architectures SGLang gives one; other sliding layers keep a full-length cache."""
+    if kinds is None:
+        return
+    model_class, model_type = ident
+    n_full = kinds.count("full") + kinds.count("both")
+    n_linear = kinds.count("linear") + kinds.count("both")
+    if n_linear:
         if "sliding" in kinds:
             raise GeometryError("layer_types", "mixing linear and sliding-window layers is not supported")
-    elif kinds is not None and "sliding" in kinds and not is_draft:
+        layout.attention = "hybrid_linear"
+        layout.kv_layers = n_full
+        layout.mamba = _state_geometry(tcfg, model_type, n_linear, tp)
+        return
+    layout.kv_layers = n_full if "none" in kinds else layout.kv_layers
+    n_sliding = kinds.count("sliding")
+    if not n_sliding:
+        return
+    if is_draft:
+        layout.notes.append(
+            f"draft has {n_sliding} sliding-window layers (window {sliding_window}); "
+            "SGLang's DFLASH draft pool sizes them as full layers"
+        )
+    elif model_class in HYBRID_SWA_ARCHITECTURES:
         if not sliding_window:
             raise GeometryError(
                 "sliding_window", "layer_types lists sliding layers but sliding_window is unset"
             )
         layout.attention = "hybrid_swa"
-        layout.kv_layers = kinds.count("full")
-        layout.swa_layers = kinds.count("sliding")
-    elif kinds is not None and "sliding" in kinds and is_draft:
+        layout.kv_layers = n_full
+        layout.swa_layers = n_sliding
+    else:
         layout.notes.append(
-            f"draft has {kinds.count('sliding')} sliding-window layers (window {sliding_window}); "
-            "SGLang's DFLASH draft pool sizes them as full layers"
+            f"{n_sliding} sliding-window layers keep a full-length KV cache: SGLang gives {model_class} "
+            "no separate sliding-window pool (configs/model_config.py is_hybrid_swa_model)"
         )
-    return layout
+
+
+def _mixed_layout(tcfg: dict[str, Any], h: _Heads, tp: int) -> _Layout:
+    """MHA/GQA attention heads per rank (KV heads replicated when TP exceeds them)."""
+    _check_tp_heads("num_attention_heads", h.n_heads, tp, allow_replication=False)
+    _check_tp_heads("num_key_value_heads", h.kv_heads, tp, allow_replication=True)
+    return _Layout("mha", h.n_layers, max(1, h.kv_heads // tp), h.head_dim)
+
+
+def _dsa_indexer(model_class: str, tcfg: dict[str, Any]) -> int:
+    """Indexer head dim of DeepSeek sparse attention (0 for other models)."""
+    if model_class not in DSA_ARCHITECTURES or tcfg.get("index_topk") is None:
+        return 0
+    return _int_field(tcfg, "index_head_dim", 128)
 
 
 def _vision(cfg: dict[str, Any], is_draft: bool) -> tuple[bool, int, int]:
@@ -402,11 +583,28 @@ def geometry(cfg: dict[str, Any], tp: int = 1, *, is_draft: bool = False) -> Geo
     """Parse ``config.json`` (dict) into :class:`Geometry` for TP size ``tp``."""
     model_class, tcfg, model_type = _model_identity(cfg, tp)
     h = _heads(tcfg)
+    kinds = _state_kinds(tcfg, model_type, model_class, h.n_layers)
+    if kinds is not None and len(kinds) != h.n_layers:
+        h = _Heads(len(kinds), h.n_heads, h.kv_heads, h.head_dim)  # Nemotron-H: the pattern sets the depth
+    if model_type == "nemotron_h" and tcfg.get("head_dim") is None:
+        h = _Heads(h.n_layers, h.n_heads, h.kv_heads, 128)  # configs/nemotron_h.py: head_dim defaults to 128
     sliding_window = tcfg.get("sliding_window") if tcfg.get("use_sliding_window", True) else None
+    if model_class == "Llama4ForConditionalGeneration":
+        sliding_window = tcfg.get("attention_chunk_size") or sliding_window
     if tcfg.get("kv_lora_rank") is not None:
         layout = _mla_layout(tcfg, h, tp, is_draft)
     else:
-        layout = _mixed_layout(tcfg, h, tp, is_draft, sliding_window)
+        layout = _mixed_layout(tcfg, h, tp)
+    _apply_kinds(layout, kinds, (model_class, model_type), tcfg, tp, is_draft, sliding_window)
+    indexer = _dsa_indexer(model_class, tcfg)
+    if indexer:
+        layout.notes.append(
+            f"DeepSeek sparse attention: {indexer}-dim FP8 indexer key per token and layer "
+            "beside the latent; "
+            "SGLang defaults the KV cache to fp8_e4m3 on SM>=10 (B200) and bf16 below "
+            "(server_args._set_default_nsa_kv_cache_dtype); give --kv-cache-dtype to pin it"
+        )
+    uncertainty = APPROXIMATED_MODEL_TYPES.get(model_type)
     mamba_dtype = tcfg.get("mamba_ssm_dtype")
     multimodal, vit_layers, vit_hidden = _vision(cfg, is_draft)
     quant_method, kv_quant_fp8 = _quantization(cfg, tcfg)
@@ -435,6 +633,8 @@ def geometry(cfg: dict[str, Any], tp: int = 1, *, is_draft: bool = False) -> Geo
         mamba_ssm_dtype_config=str(mamba_dtype) if mamba_dtype else None,
         param_count_estimate=estimate_params(cfg, is_draft=is_draft),
         notes=layout.notes,
+        indexer_head_dim=indexer,
+        uncertainty=uncertainty,
     )
 
 

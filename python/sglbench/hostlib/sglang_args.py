@@ -281,6 +281,8 @@ def parse_launch_args_or_raise(
         others = sglang_catalog.load_all(catalog_dir)
         ns = _parse_with(argv, catalog, renames, others)
         ns._sglbench_accepted_by = [catalog.release]
+        # the release asked for, when it is older than (or between) the catalogued ones
+        ns._sglbench_requested_release = release or catalog.release
         return ns
     catalogs = sglang_catalog.load_all(catalog_dir)
     if not catalogs:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from sglbench.hostlib import capacity, capacity_variants
@@ -117,7 +119,9 @@ def test_b_and_c_fail_when_no_mamba_slot_fits(variant):
     split = variant.mamba_split(mamba_inputs(rest_bytes=float(P)))
     assert split.slots == 0
     assert split.failure is not None and split.failure.kind == NOT_ENOUGH_MEMORY
-    assert "max_mamba_cache_size=0" in split.failure.message
+    # SGLang prints the solved count before any clamping: zero or negative
+    printed = re.search(r"max_mamba_cache_size=(-?\d+)", split.failure.message)
+    assert printed is not None and int(printed.group(1)) <= 0
     assert VariantA().mamba_split(mamba_inputs(rest_bytes=float(P))).failure is None
 
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from sglbench.hostlib import capacity, gpus, sglang_args
+from sglbench.hostlib import capacity, gpus, sglang_args, sglang_defaults
 from sglbench.hostlib import sglang_facts as facts
 from sglbench.hostlib.sglang_facts import SpecFlagError, draft_token_count
 
@@ -64,10 +64,14 @@ def test_startup_reservation_matches_the_planners_reserve() -> None:
         4096,
         6144,
     ]
-    base = capacity.sglang_reserved_mib(97887, 8192, 256, 1, 1, 16384, None)
+    era = sglang_defaults.Era0510()
+
+    def reserved(algo: str | None) -> float:
+        d = sglang_defaults.DefaultsInputs(97887, 1, 1, algo, False, False, 0, None, 16384, True, False)
+        return era.reserved_mib(8192, 256, d)
+
     for algo in facts.SPEC_ALGORITHMS:
-        reserved = capacity.sglang_reserved_mib(97887, 8192, 256, 1, 1, 16384, algo)
-        assert reserved - base == facts.spec_algorithm(algo).startup_reserve_mib
+        assert reserved(algo) - reserved(None) == facts.spec_algorithm(algo).startup_reserve_mib
 
 
 def test_parser_exports_the_same_algorithms() -> None:
