@@ -152,6 +152,45 @@ options:
         when the caller stores them on the controller (the cycle does, one point per call).
     type: bool
     default: false
+  telemetry:
+    description:
+      - GPU and server sampling during each point (C(module_utils/sglbench_hostlib/telemetry)). Sampling
+        starts before the point's first cache flush and warm-up and stops right after its last measured
+        response; each point gets one raw document in the result's C(telemetry). A sampling problem never
+        fails the module, it is listed in the document's C(errors).
+    type: dict
+    default: {}
+    suboptions:
+      enabled:
+        description: Sample during each point.
+        type: bool
+        default: false
+      gpus:
+        description: The point's GPU indices (the config's GPUs); empty = no GPU sampling.
+        type: list
+        elements: int
+        default: []
+      gpu_interval_ms:
+        description: C(nvidia-smi -lms) interval.
+        type: int
+        default: 200
+      server_interval_ms:
+        description: Interval of the C(/metrics) and load endpoint reads.
+        type: int
+        default: 1000
+      metrics:
+        description: Read C(<url>/metrics) (the server runs with C(--enable-metrics)).
+        type: bool
+        default: false
+      load_endpoint:
+        description:
+          - The release's load endpoint, C(/v1/loads) or C(/get_load) (C(sglang_facts.load_endpoint)).
+          - Omit to skip it.
+        type: str
+      nvidia_smi:
+        description: The C(nvidia-smi) binary.
+        type: str
+        default: nvidia-smi
 extends_documentation_fragment:
   - sglbench
 attributes:
@@ -198,9 +237,31 @@ records:
   type: list
   elements: dict
   returned: when I(return_records) is true
+telemetry:
+  description:
+    - One raw telemetry document per point, in the order of C(summary.points) (schema 1, docs/records.md).
+      Times are the host's epoch seconds. C(clock) is when this call began and ended on the host (the
+      controller estimates the clock offset from them), C(window) the point's measured window (first measured
+      request sent to last measured response received), C(sampling) what was sampled and when, C(gpu) and
+      C(server) the samples as columns and rows, C(errors) what could not be sampled.
+  type: list
+  elements: dict
+  returned: when I(telemetry.enabled) is true
+  sample:
+    - schema: 1
+      clock: {host_started: 1733350000.10, host_ended: 1733350012.40}
+      window: {start: 1733350001.00, end: 1733350011.00}
+      sampling: {gpus: [0], gpu_interval_ms: 200, server_interval_ms: 1000, started: 1733350000.20,
+                 stopped: 1733350011.30, metrics: true, load_endpoint: /v1/loads}
+      gpu: {columns: [t, gpu, power_w, sm_util_pct, mem_util_pct, mem_used_mib, sm_clock_mhz, temp_c,
+                      throttle_mask],
+            rows: [[1733350000.21, 0, 312.5, 87.0, 40.0, 81234.0, 2520.0, 61.0, 0]], t_source: nvidia-smi}
+      server: {columns: [t, source, name, value], rows: [[1733350001.0, metrics, num_running_reqs, 4.0]]}
+      errors: []
 """
 
 import contextlib
+import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.sglbench_hostlib.atomic_file import write_atomic
@@ -230,6 +291,23 @@ from ansible.module_utils.sglbench_hostlib.metrics import Slo
 from ansible.module_utils.sglbench_hostlib.prompts import PromptError, prompts_from_params, synthetic_prompts
 from ansible.module_utils.sglbench_hostlib.result_schema import note_ended_client
 from ansible.module_utils.sglbench_hostlib.systemd_unit import read_unit_state
+from ansible.module_utils.sglbench_hostlib.telemetry import (
+    PointSampling,
+    TelemetryConfig,
+    TelemetryConfigError,
+    measured_window,
+    point_telemetry,
+)
+
+TELEMETRY_SPEC = {
+    "enabled": {"type": "bool", "default": False},
+    "gpus": {"type": "list", "elements": "int", "default": []},
+    "gpu_interval_ms": {"type": "int", "default": 200},
+    "server_interval_ms": {"type": "int", "default": 1000},
+    "metrics": {"type": "bool", "default": False},
+    "load_endpoint": {"type": "str"},
+    "nvidia_smi": {"type": "str", "default": "nvidia-smi"},
+}
 
 
 def build_module() -> AnsibleModule:
@@ -264,6 +342,7 @@ def build_module() -> AnsibleModule:
             "guard": {"type": "dict"},
             "records_path": {"type": "path"},
             "return_records": {"type": "bool", "default": False},
+            "telemetry": {"type": "dict", "default": {}, "options": TELEMETRY_SPEC},
         },
         mutually_exclusive=[("prompts", "synthetic_input_len")],
         required_one_of=[("prompts", "synthetic_input_len")],
@@ -325,10 +404,30 @@ def summary_of(result: CampaignResult, lease: Lease | None) -> dict:
     return summary
 
 
-def run(module: AnsibleModule) -> None:
+def sampling_hooks(p: dict) -> PointSampling | None:
+    """The per-point sampler hooks of the ``telemetry`` option (None when it is off)."""
+    cfg = TelemetryConfig.from_params(p["telemetry"])
+    return PointSampling(cfg, p["url"], p["api_key"]) if cfg.enabled else None
+
+
+def telemetry_of(result: CampaignResult, hooks: PointSampling, host_started: float) -> list:
+    """One telemetry document per measured point, in the summary's order; ``host_ended`` is now."""
+    host_ended = time.time()
+    return [
+        point_telemetry(parts, measured_window(pr.t0_wall, pr.records), host_started, host_ended)
+        for pr, parts in zip(result.points, hooks.points, strict=False)  # one each, in order
+    ]
+
+
+def run(module: AnsibleModule, host_started: float) -> None:
     p = module.params
     if module.check_mode:
         module.exit_json(changed=False, skipped=True, msg="check mode: the benchmark was not run")
+        return
+    try:
+        hooks = sampling_hooks(p)
+    except TelemetryConfigError as err:
+        module.fail_json(msg=str(err), telemetry=p["telemetry"])
         return
     try:
         if p["synthetic_input_len"] is not None:
@@ -362,7 +461,11 @@ def run(module: AnsibleModule) -> None:
         with guarded(p) as lease:
             if lease is not None and lease.takeover is not None:
                 module.warn(f"{p['url']}: {lease.takeover.describe()}")
-            result = run_campaign(spec)
+            try:
+                result = run_campaign(spec, hooks=hooks)
+            finally:
+                if hooks is not None:
+                    hooks.close()
     except GuardRefused as err:
         module.fail_json(msg=f"prompt benchmark against {p['url']} refused: {err}", url=p["url"], guard=True)
         return
@@ -380,6 +483,8 @@ def run(module: AnsibleModule) -> None:
             )
             return
     extra = {"records": rows} if p["return_records"] else {}
+    if hooks is not None:
+        extra["telemetry"] = telemetry_of(result, hooks, host_started)
     module.exit_json(
         changed=False,
         summary=summary_of(result, lease),
@@ -390,7 +495,8 @@ def run(module: AnsibleModule) -> None:
 
 
 def main() -> None:
-    run(build_module())
+    host_started = time.time()  # the telemetry's clock.host_started: the top of the call
+    run(build_module(), host_started)
 
 
 if __name__ == "__main__":

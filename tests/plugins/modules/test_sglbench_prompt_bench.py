@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 import sglbench_prompt_bench
@@ -153,3 +154,68 @@ def test_procs_shards_the_point_over_client_processes(run_module, server, capfd)
     )
     assert done.failed
     assert "procs = 2 is more than the concurrency 1 of point c1" in done.result["msg"]
+
+
+FAKE_SMI = """#!{python}
+import sys, time
+args = sys.argv[1:]
+ms = int(args[args.index("-lms") + 1])
+gpus = args[args.index("-i") + 1].split(",")
+while True:
+    now = time.time()
+    stamp = time.strftime("%Y/%m/%d %H:%M:%S", time.localtime(now)) + ".%03d" % (int(now * 1000) % 1000)
+    for g in gpus:
+        print(f"{{stamp}}, {{g}}, 250.0, 90, 30, 50000, 2400, 60, 0x0000000000000000", flush=True)
+    time.sleep(ms / 1000)
+"""
+
+
+@pytest.mark.parametrize("procs", [1, 2])
+def test_telemetry_per_point_covers_its_window(run_module, server, tmp_path, procs):
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text(FAKE_SMI.format(python=sys.executable))
+    smi.chmod(0o755)
+    done = run_module(
+        sglbench_prompt_bench,
+        {
+            "url": server.url,
+            "prompts": ["hello", "world", "again"],
+            "concurrency": [2, 4],
+            "num_prompts": 6,
+            "max_new_tokens": 8,
+            "repeats": 1,
+            "warmup": 2,
+            "procs": procs,
+            "return_records": True,
+            "telemetry": {
+                "enabled": True,
+                "gpus": [0, 3],
+                "gpu_interval_ms": 20,
+                "server_interval_ms": 50,
+                "metrics": True,  # the null server has no /metrics: an error, not a failure
+                "nvidia_smi": str(smi),
+            },
+        },
+    )
+    assert not done.failed, done.result
+    points, docs = done.result["summary"]["points"], done.result["telemetry"]
+    assert len(docs) == len(points) == 2
+    for point, doc in zip(points, docs, strict=True):
+        rows = [r for r in done.result["records"] if r["point"] == point["point"] and not r["warmup"]]
+        window, sampling = doc["window"], doc["sampling"]
+        assert window["start"] == pytest.approx(point["t0_unix"] + min(r["sent_s"] for r in rows))
+        assert window["end"] == pytest.approx(point["t0_unix"] + max(r["end_s"] for r in rows))
+        assert doc["clock"]["host_started"] <= sampling["started"] <= window["start"]
+        assert window["end"] <= sampling["stopped"] <= doc["clock"]["host_ended"]
+        times = {g: [r[0] for r in doc["gpu"]["rows"] if r[1] == g] for g in (0, 3)}
+        assert all(ts and max(ts) >= window["end"] - 0.002 for ts in times.values())
+        assert any("GET /metrics answered HTTP 404" in e for e in doc["errors"])
+    assert docs[0]["sampling"]["stopped"] <= docs[1]["sampling"]["started"]
+
+
+def test_telemetry_off_by_default_and_checked(run_module, server):
+    args = {"url": server.url, "prompts": ["x"], "concurrency": [1], "num_prompts": 1, "repeats": 1}
+    done = run_module(sglbench_prompt_bench, args)
+    assert not done.failed and "telemetry" not in done.result
+    done = run_module(sglbench_prompt_bench, {**args, "telemetry": {"enabled": True, "load_endpoint": "v1"}})
+    assert done.failed and "load_endpoint" in done.result["msg"]
