@@ -432,16 +432,22 @@ class _Measured:
 
 
 class PointHooks(Protocol):
-    """Called around every point (telemetry): before its first cache flush and warm-up, and right after
-    its last measured response, before anything else (server info, reaping client processes)."""
+    """Called around every point (telemetry): before its first cache flush and warm-up, after the warm-up
+    just before the measured requests start, and right after its last measured response, before anything
+    else (server info, reaping client processes)."""
 
     def before_point(self) -> None: ...
+
+    def before_window(self) -> None: ...
 
     def after_window(self) -> None: ...
 
 
 class _NoHooks:
     def before_point(self) -> None:
+        pass
+
+    def before_window(self) -> None:
         pass
 
     def after_window(self) -> None:
@@ -651,6 +657,7 @@ class LoadRunner:
 
         stats = metrics_mod.ClientStats()
         schedule = self._schedule(point, seed, stats)  # before t0: generating it must not delay sends
+        self.hooks.before_window()
         t0_wall = time.time()
         t0 = _perf()
         m = await self._measure(measured, spec.num_prompts, point.concurrency, schedule, t0, model)
@@ -794,6 +801,7 @@ class LoadRunner:
                 self.progress(f"warning: every warmup request failed, e.g. {example}")
             if spec.flush_cache:
                 await self.flush_cache()
+            self.hooks.before_window()
             t0 = _perf() + START_LEAD_S
             t0_wall = time.time() + (t0 - _perf())
             start = struct.pack("!d", t0)

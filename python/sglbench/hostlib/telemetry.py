@@ -16,7 +16,8 @@ window) is computed here. A sampling problem never raises: it goes to ``errors``
 
 Stopping costs little: nvidia-smi is terminated, the threads are joined with a short timeout, and
 ``stop(until=t)`` waits at most about one GPU interval for a sample at or after ``t`` so the samples
-cover the window's end.
+cover the window's end. Before the window begins, the first samples must have arrived (nvidia-smi takes
+a moment to start; the warm-up usually covers it, and the wait is only the rest).
 """
 
 from __future__ import annotations
@@ -71,6 +72,7 @@ _DISTRIBUTION_SUFFIXES = ("_bucket", "_sum", "_count", "_created")
 _LOAD_SKIP = frozenset({"timestamp", "dp_rank", "version", "num_accelerators"})
 MAX_ERRORS = 20
 JOIN_TIMEOUT_S = 0.5  # longest wait for a thread or nvidia-smi to end at stop
+FIRST_SAMPLE_TIMEOUT_S = 3.0  # longest wait for nvidia-smi's first samples before a window begins
 HTTP_TIMEOUT_S = 2.0
 
 
@@ -485,6 +487,21 @@ class Sampler:
         elif other:
             self.errors.add(f"gpu: {len(other)} line(s) that are not samples, e.g. {other[0]!r}")
 
+    def wait_first_samples(self, timeout_s: float) -> None:
+        """Wait (at most ``timeout_s``) until every GPU has a sample; said in ``errors`` when none came."""
+        if self._proc is None:
+            return
+        deadline = time.monotonic() + timeout_s
+        wanted = set(self.cfg.gpus)
+        with self._cond:
+            while not wanted <= {row[1] for row in self.gpu_rows}:
+                left = deadline - time.monotonic()
+                if left <= 0 or self._proc.poll() is not None:
+                    if left <= 0:
+                        self.errors.add(f"gpu: no sample of every GPU within {timeout_s} s of the start")
+                    return
+                self._cond.wait(min(left, 0.05))
+
     def _wait_for_gpu_sample(self, until: float) -> None:
         deadline = time.monotonic() + 1.5 * self.cfg.gpu_interval_ms / 1000.0 + 0.05
         wanted = set(self.cfg.gpus)
@@ -548,8 +565,9 @@ def point_telemetry(
 
 class PointSampling:
     """The load generator's per-point hooks: a :class:`Sampler` started before each point's warm-up
-    (:meth:`before_point`) and stopped right after its measured window (:meth:`after_window`); the raw
-    parts of every point, in order, in :attr:`points`."""
+    (:meth:`before_point`), its first samples awaited before the window (:meth:`before_window`), and
+    stopped right after the window (:meth:`after_window`); the raw parts of every point, in order, in
+    :attr:`points`."""
 
     def __init__(self, cfg: TelemetryConfig, url: str, api_key: str | None = None) -> None:
         self.cfg = cfg
@@ -558,11 +576,20 @@ class PointSampling:
         self.points: list[dict[str, Any]] = []
         self._current: Sampler | None = None
         self.stop_seconds: list[float] = []  # what each stop cost the point (wall seconds)
+        self.wait_seconds: list[float] = []  # what waiting for the first samples cost each point
 
     def before_point(self) -> None:
         self.close()
         self._current = Sampler(self.cfg, self.url, self.api_key)
         self._current.start()
+
+    def before_window(self) -> None:
+        """The warm-up is over: make sure the GPU samples have begun before the window does (nvidia-smi
+        takes a moment to start; the wait is only what the warm-up did not cover)."""
+        if self._current is not None:
+            began = time.monotonic()
+            self._current.wait_first_samples(FIRST_SAMPLE_TIMEOUT_S)
+            self.wait_seconds.append(time.monotonic() - began)
 
     def after_window(self) -> None:
         sampler, self._current = self._current, None

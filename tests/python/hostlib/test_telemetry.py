@@ -305,11 +305,14 @@ def test_point_sampling_hooks(tmp_path: Path) -> None:
     hooks = telemetry.PointSampling(cfg, "http://127.0.0.1:9")
     for _ in range(2):
         hooks.before_point()
+        hooks.before_window()  # the first sample is there before the window begins
+        window_start = time.time()
         time.sleep(0.15)
         hooks.after_window()
+        assert min(r[0] for r in hooks.points[-1]["gpu"]["rows"]) <= window_start
     hooks.before_point()
     hooks.close()  # a point that failed: its sampler stops, nothing is recorded
-    assert len(hooks.points) == 2 and len(hooks.stop_seconds) == 2
+    assert len(hooks.points) == 2 and len(hooks.stop_seconds) == len(hooks.wait_seconds) == 2
     first, second = hooks.points
     assert first["sampling"]["stopped"] <= second["sampling"]["started"]
     assert all(p["gpu"]["rows"] for p in hooks.points)
