@@ -51,6 +51,7 @@ class ActionModule(ActionBase):
             "capacity",
             "since",
             "baseline_dir",
+            "telemetry",
         )
     )
 

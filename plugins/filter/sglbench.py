@@ -472,6 +472,28 @@ def instances(matrix: list[dict[str, Any]], settings: dict[str, Any]) -> list[di
     return out
 
 
+def telemetry(settings: Any, instance: dict[str, Any], version: Any = None) -> dict[str, Any]:
+    """The ``telemetry`` option of ``sglbench_prompt_bench`` for one instance, from the bench setting
+    ``telemetry`` (roles/sglang_cycle defaults): the instance's GPUs, ``/metrics`` when ``metrics`` is on
+    or ``auto`` and the launch line has ``--enable-metrics``, the load endpoint of the serving SGLang
+    ``version`` (``sglang_facts.load_endpoint``; the newest releases' one when unknown)."""
+    s = dict(settings) if isinstance(settings, dict) else {}
+    metrics = str(s.get("metrics", "auto")).lower()
+    argv = [str(a) for a in instance.get("argv") or []]
+    on = metrics in ("on", "true", "yes") or (metrics == "auto" and "--enable-metrics" in argv)
+    off = (False, "false", "off", "no", "False")
+    want_load = s.get("load_endpoint", True) not in off
+    return {
+        "enabled": s.get("enabled", True) not in off,
+        "gpus": [int(g) for g in instance.get("gpus") or []],
+        "gpu_interval_ms": int(s.get("gpu_interval_ms", 200)),
+        "server_interval_ms": int(s.get("server_interval_ms", 1000)),
+        "metrics": on,
+        "load_endpoint": sglang_facts.load_endpoint(str(version) if version else None) if want_load else None,
+        "nvidia_smi": str(s.get("nvidia_smi") or "nvidia-smi"),
+    }
+
+
 def baseline_instance(
     instances: list[dict[str, Any]], instance: dict[str, Any], configs: Any = None
 ) -> str | None:
@@ -546,6 +568,7 @@ class FilterModule:
             "sglbench_tp_phases": tp_phases,
             "sglbench_instances": instances,
             "sglbench_baseline_instance": baseline_instance,
+            "sglbench_telemetry": telemetry,
             "sglbench_launch_argv": launch_argv,
             "sglbench_systemd_exec": systemd_exec,
             "sglbench_systemd_quote": systemd_quote,

@@ -291,3 +291,27 @@ def test_a_speculative_instance_is_compared_with_the_first_baseline_of_its_model
 def test_instances_take_gpus_in_the_given_order() -> None:
     inst = flt.instances([cfg(tp=[2])], {"python": "/p", "gpu_ids": [6, 7, 0, 1]})
     assert inst[0]["cuda_visible_devices"] == "6,7"
+
+
+def test_telemetry_option_per_instance() -> None:
+    plain, metrics = flt.instances(
+        [cfg(tp=[2]), cfg(name="m", args={"enable_metrics": True})],
+        {"python": "/p", "gpu_ids": [6, 7, 0, 1]},
+    )
+    defaults = yaml.safe_load((REPO / "roles" / "sglang_cycle" / "defaults" / "main.yml").read_text())
+    settings = defaults["sglang_cycle_bench_defaults"]["telemetry"]
+    got = flt.telemetry(settings, plain, "0.5.23")
+    assert got == {
+        "enabled": True,
+        "gpus": [6, 7],
+        "gpu_interval_ms": 200,
+        "server_interval_ms": 1000,
+        "metrics": False,  # auto: the launch line has no --enable-metrics
+        "load_endpoint": "/v1/loads",
+        "nvidia_smi": "nvidia-smi",
+    }
+    assert "--enable-metrics" in metrics["argv"] and flt.telemetry(settings, metrics, "0.5.23")["metrics"]
+    assert flt.telemetry({**settings, "metrics": "on"}, plain, None)["metrics"] is True
+    assert flt.telemetry(settings, plain, "0.5.9")["load_endpoint"] == "/get_load"
+    assert flt.telemetry({"load_endpoint": False}, plain, "0.5.23")["load_endpoint"] is None
+    assert flt.telemetry({"enabled": False}, plain)["enabled"] is False
