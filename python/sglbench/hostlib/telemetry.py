@@ -577,11 +577,14 @@ class PointSampling:
         self._current: Sampler | None = None
         self.stop_seconds: list[float] = []  # what each stop cost the point (wall seconds)
         self.wait_seconds: list[float] = []  # what waiting for the first samples cost each point
+        self._cost = 0.0
 
     def before_point(self) -> None:
         self.close()
+        began = time.monotonic()
         self._current = Sampler(self.cfg, self.url, self.api_key)
         self._current.start()
+        self._cost = time.monotonic() - began
 
     def before_window(self) -> None:
         """The warm-up is over: make sure the GPU samples have begun before the window does (nvidia-smi
@@ -590,14 +593,18 @@ class PointSampling:
             began = time.monotonic()
             self._current.wait_first_samples(FIRST_SAMPLE_TIMEOUT_S)
             self.wait_seconds.append(time.monotonic() - began)
+            self._cost += self.wait_seconds[-1]
 
     def after_window(self) -> None:
         sampler, self._current = self._current, None
         if sampler is None:
             return
         began = time.monotonic()
-        self.points.append(sampler.stop(until=sampler.clock()))
+        parts = sampler.stop(until=sampler.clock())
         self.stop_seconds.append(time.monotonic() - began)
+        # what sampling added to the point's wall time: starting, waiting for the first samples, stopping
+        parts["sampling"]["overhead_s"] = round(self._cost + self.stop_seconds[-1], 4)
+        self.points.append(parts)
 
     def close(self) -> None:
         """Stop a sampler a failed point left running (its samples are dropped)."""

@@ -201,7 +201,9 @@ def test_served_points_energy_follows_the_model_and_the_throttle_shows(tmp_path:
             unaffected += 1
             tokens = sum(r.completion_tokens or 0 for r in pr.records if r.end_s is not None)
             measured = _window_energy(rows, 0, window["start"], window["end"]) / tokens
-            figures["points"].append({"measured_j_per_token": measured, "stop_s": hooks.stop_seconds})
+            figures["points"].append(
+                {"measured_j_per_token": measured, "overhead_s": parts["sampling"]["overhead_s"]}
+            )
             assert measured == pytest.approx(expected, rel=0.05)
     ARTIFACT.parent.mkdir(parents=True, exist_ok=True)
     ARTIFACT.write_text(json.dumps(figures, indent=1))
