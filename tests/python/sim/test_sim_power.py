@@ -188,8 +188,14 @@ def test_served_points_energy_follows_the_model_and_the_throttle_shows(tmp_path:
         rows = parts["gpu"]["rows"]
         assert parts["errors"] == [] and rows
         assert min(r[0] for r in rows) <= window["start"] and max(r[0] for r in rows) >= window["end"] - 0.002
-        names = {r[2] for r in parts["server"]["rows"] if r[1] == "metrics"}
-        assert {"num_running_reqs", "gen_throughput", "token_usage"} <= names
+        # /metrics and /v1/loads carry the scheduler's live state: one request running at concurrency 1
+        server = parts["server"]["rows"]
+        in_window = [r for r in server if window["start"] < r[0] < window["end"]]
+        for source in ("metrics", "load"):  # a read between two requests may see none
+            running = [r[3] for r in in_window if r[1:3] == [source, "num_running_reqs"]]
+            assert set(running) <= {0.0, 1.0} and running.count(1.0) >= len(running) - 1 >= 1
+        assert max(r[3] for r in in_window if r[1:3] == ["metrics", "token_usage"]) > 0
+        assert max(r[3] for r in server if r[1:3] == ["metrics", "gen_throughput"]) > 0
         busy = [
             r[2]
             for r in rows
