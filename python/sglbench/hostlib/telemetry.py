@@ -62,6 +62,7 @@ GPU_COLUMNS: tuple[str, ...] = (
 SERVER_COLUMNS: tuple[str, ...] = ("t", "source", "name", "value")
 METRIC_PREFIX = "sglang:"
 SMI_TIME_FORMAT = "%Y/%m/%d %H:%M:%S"  # nvidia-smi's timestamp, local time, then ".mmm"
+SMI_RESOLUTION_S = 0.001  # its timestamps' resolution
 # A timestamp further than this from when its line arrived is not trusted (a time zone mismatch).
 SMI_CLOCK_TOLERANCE_S = 300.0
 # Field values nvidia-smi prints when it has no number.
@@ -507,7 +508,7 @@ class Sampler:
         wanted = set(self.cfg.gpus)
         with self._cond:
             while True:
-                seen = {row[1] for row in self.gpu_rows if row[0] >= until}
+                seen = {row[1] for row in self.gpu_rows if row[0] >= until - SMI_RESOLUTION_S}
                 if wanted <= seen or (self._proc is not None and self._proc.poll() is not None):
                     return
                 left = deadline - time.monotonic()
