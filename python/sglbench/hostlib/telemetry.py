@@ -48,6 +48,8 @@ GPU_FIELDS: tuple[str, ...] = (
     "temperature.gpu",
     "clocks_event_reasons.active",
 )
+THROTTLE_FIELD = "clocks_event_reasons.active"
+LEGACY_THROTTLE_FIELD = "clocks_throttle_reasons.active"  # what older drivers call it
 GPU_COLUMNS: tuple[str, ...] = (
     "t",
     "gpu",
@@ -124,11 +126,13 @@ class TelemetryConfig:
         )
 
 
-def nvidia_smi_command(cfg: TelemetryConfig) -> list[str]:
-    """The sampling command line (GPU rows only: the config's GPUs)."""
+def nvidia_smi_command(cfg: TelemetryConfig, legacy: bool = False) -> list[str]:
+    """The sampling command line (GPU rows only: the config's GPUs). ``legacy``: the throttle reasons
+    under their name before drivers renamed them (``clocks_throttle_reasons.active``)."""
+    fields = [LEGACY_THROTTLE_FIELD if legacy and f == THROTTLE_FIELD else f for f in GPU_FIELDS]
     return [
         cfg.nvidia_smi,
-        "--query-gpu=" + ",".join(GPU_FIELDS),
+        "--query-gpu=" + ",".join(fields),
         "--format=csv,noheader,nounits",
         "-lms",
         str(cfg.gpu_interval_ms),
@@ -402,8 +406,10 @@ class Sampler:
         at or after it. Returns the ``sampling``/``gpu``/``server``/``errors`` parts of the document."""
         if until is not None and self._proc is not None:
             self._wait_for_gpu_sample(until)
-        self._stop.set()
-        proc = self._proc
+        with self._cond:
+            self._stop.set()
+            proc = self._proc
+            threads = list(self._threads)
         if proc is not None and proc.poll() is None:
             proc.terminate()
             try:
@@ -414,7 +420,7 @@ class Sampler:
                     proc.wait(timeout=JOIN_TIMEOUT_S)
                 except subprocess.TimeoutExpired:
                     self.errors.add("nvidia-smi did not exit after SIGKILL")
-        for thread in self._threads:
+        for thread in threads:
             thread.join(timeout=JOIN_TIMEOUT_S)
             if thread.is_alive():
                 self.errors.add(f"{thread.name} did not stop within {JOIN_TIMEOUT_S} s")
@@ -443,28 +449,32 @@ class Sampler:
 
     def _spawn(self, target: Callable[..., None], *args: Any, name: str) -> None:
         thread = threading.Thread(target=target, args=args, name=name, daemon=True)
-        self._threads.append(thread)
+        with self._cond:
+            self._threads.append(thread)
         thread.start()
 
     # -- GPUs ------------------------------------------------------------------------------------
-    def _start_gpu(self) -> None:
-        cmd = nvidia_smi_command(self.cfg)
-        try:
-            self._proc = subprocess.Popen(
-                cmd,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-                bufsize=1,
-                close_fds=True,
-            )
-        except OSError as exc:
-            self.errors.add(f"gpu: cannot run {self.cfg.nvidia_smi}: {exc}")
-            return
-        self._spawn(self._read_gpu, self._proc, name="telemetry-gpu")
+    def _start_gpu(self, legacy: bool = False) -> None:
+        cmd = nvidia_smi_command(self.cfg, legacy)
+        with self._cond:  # never a process stop() does not see
+            if self._stop.is_set():
+                return
+            try:
+                self._proc = subprocess.Popen(
+                    cmd,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    text=True,
+                    bufsize=1,
+                    close_fds=True,
+                )
+            except OSError as exc:
+                self.errors.add(f"gpu: cannot run {self.cfg.nvidia_smi}: {exc}")
+                return
+            self._spawn(self._read_gpu, self._proc, legacy, name="telemetry-gpu")
 
-    def _read_gpu(self, proc: subprocess.Popen[str]) -> None:
+    def _read_gpu(self, proc: subprocess.Popen[str], legacy: bool) -> None:
         assert proc.stdout is not None
         other: list[str] = []
         for raw in proc.stdout:
@@ -482,6 +492,10 @@ class Sampler:
                 self._t_sources.add("nvidia-smi" if from_smi else "receipt")
                 self._cond.notify_all()
         rc = proc.wait()
+        renamed = any(THROTTLE_FIELD in line and "valid field" in line for line in other)
+        if renamed and not legacy and not self._stop.is_set():
+            self._start_gpu(legacy=True)  # a driver from before the rename: ask by the old name
+            return
         if not self._stop.is_set():
             said = "; ".join(other[-3:]) or "no output"
             self.errors.add(f"gpu: {self.cfg.nvidia_smi} exited with {rc} while sampling: {said}")

@@ -285,6 +285,30 @@ def test_nvidia_smi_that_exits_early_says_why(tmp_path: Path, server: str) -> No
     assert "GET /nope answered HTTP 404" in errors
 
 
+def test_a_driver_without_clocks_event_reasons_is_asked_by_the_old_name(tmp_path: Path) -> None:
+    smi = _fake_smi(
+        tmp_path,
+        extra=(
+            'if "clocks_event_reasons.active" in args[0]:\n'
+            '    print("Field \\"clocks_event_reasons.active\\" is not a valid field to query.")\n'
+            "    sys.exit(2)"
+        ),
+    )
+    (tmp_path / "nvidia-smi").write_text(
+        (tmp_path / "nvidia-smi")
+        .read_text()
+        .replace('assert args[0].startswith("--query-gpu=timestamp,index,power.draw"), args\n', "")
+    )
+    cfg = telemetry.TelemetryConfig(enabled=True, gpus=(0,), gpu_interval_ms=30, nvidia_smi=smi)
+    sampler = telemetry.Sampler(cfg, "http://127.0.0.1:9")
+    sampler.start()
+    sampler.wait_first_samples(3.0)
+    parts = sampler.stop(until=time.time())
+    assert parts["gpu"]["rows"] and all(r[8] == 4 for r in parts["gpu"]["rows"])
+    assert parts["errors"] == []
+    assert telemetry.LEGACY_THROTTLE_FIELD in telemetry.nvidia_smi_command(cfg, legacy=True)[1]
+
+
 def test_stop_terminates_a_stuck_nvidia_smi_quickly(tmp_path: Path) -> None:
     smi = _fake_smi(tmp_path, extra="import signal\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)")
     cfg = telemetry.TelemetryConfig(enabled=True, gpus=(0,), gpu_interval_ms=20, nvidia_smi=smi)
