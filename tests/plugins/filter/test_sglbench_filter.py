@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
+from sglbench.hostlib import result_schema
+
 REPO = Path(__file__).resolve().parents[3]
 _spec = importlib.util.spec_from_file_location("sglbench_filter", REPO / "plugins" / "filter" / "sglbench.py")
 assert _spec and _spec.loader
@@ -315,3 +317,23 @@ def test_telemetry_option_per_instance() -> None:
     assert flt.telemetry(settings, plain, "0.5.9")["load_endpoint"] == "/get_load"
     assert flt.telemetry({"load_endpoint": False}, plain, "0.5.23")["load_endpoint"] is None
     assert flt.telemetry({"enabled": False}, plain)["enabled"] is False
+
+
+def test_the_playbook_may_add_enable_metrics_and_says_so() -> None:
+    matrix = [
+        cfg(),
+        cfg(name="own", args={"enable_metrics": True}),
+        cfg(name="x", extra_args=["--enable-metrics"]),
+    ]
+    settings = {"python": "/p", "gpu_ids": [0]}
+    plain = flt.instances(matrix, settings)
+    assert all(i["added_flags"] == [] for i in plain)
+    assert [i["argv"].count("--enable-metrics") for i in plain] == [0, 1, 1]
+    added = flt.instances(matrix, {**settings, "enable_metrics": True})
+    assert [i["added_flags"] for i in added] == [["--enable-metrics"], [], []]
+    assert [i["argv"].count("--enable-metrics") for i in added] == [1, 1, 1]  # never twice
+    assert flt.telemetry({}, added[0], "0.5.23")["metrics"] is True
+    facts = result_schema.RecordFacts(run_id="r", host="h", instance=added[0], outcome="ok")
+    assert facts.to_dict(ended_at=1.0)["config"]["added_flags"] == ["--enable-metrics"]
+    facts = result_schema.RecordFacts(run_id="r", host="h", instance=plain[0], outcome="ok")
+    assert "added_flags" not in facts.to_dict(ended_at=1.0)["config"]
