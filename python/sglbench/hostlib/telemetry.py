@@ -14,7 +14,9 @@ Standard library only (Python 3.10); ships to the GPU host as
 (documented in ``docs/records.md``). Nothing derived (energy, steady
 window) is computed here. A sampling problem never raises: it goes to ``errors``.
 
-Stopping costs little: nvidia-smi is terminated, the threads are joined with a short timeout, and
+The sampler runs in a forked process of its own (:class:`ForkedSampler`), so its threads never take the
+load generator's interpreter lock and delay a send. Stopping costs little: nvidia-smi is terminated, the
+threads are joined with a short timeout, and
 ``stop(until=t)`` waits at most about one GPU interval for a sample at or after ``t`` so the samples
 cover the window's end. Before the window begins, the first samples must have arrived (nvidia-smi takes
 a moment to start; the warm-up usually covers it, and the wait is only the rest).
@@ -22,9 +24,12 @@ a moment to start; the warm-up usually covers it, and the wait is only the rest)
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import math
+import os
+import signal
 import subprocess
 import threading
 import time
@@ -578,18 +583,138 @@ def point_telemetry(
     }
 
 
-class PointSampling:
-    """The load generator's per-point hooks: a :class:`Sampler` started before each point's warm-up
-    (:meth:`before_point`), its first samples awaited before the window (:meth:`before_window`), and
-    stopped right after the window (:meth:`after_window`); the raw parts of every point, in order, in
-    :attr:`points`."""
+def _empty_parts(cfg: TelemetryConfig, error: str) -> dict[str, Any]:
+    """The parts of a sampling that produced nothing, saying why."""
+    parts = Sampler(cfg, "").stop()
+    parts["errors"] = [error]
+    return parts
+
+
+class ForkedSampler:
+    """A :class:`Sampler` in a forked process of its own, driven over two pipes: its threads (reading
+    nvidia-smi, parsing ``/metrics``) then never hold the load generator's interpreter lock, which would
+    delay the load generator's sends. Same calls as :class:`Sampler`; a sampler process that dies or
+    cannot be forked gives parts whose ``errors`` say so."""
 
     def __init__(self, cfg: TelemetryConfig, url: str, api_key: str | None = None) -> None:
         self.cfg = cfg
         self.url = url
         self.api_key = api_key
+        self.clock = time.time
+        self.pid: int | None = None
+        self._ctl = self._res = -1
+        self._error: str | None = None
+
+    def start(self) -> None:
+        ctl_r, ctl_w = os.pipe()
+        res_r, res_w = os.pipe()
+        try:
+            pid = os.fork()
+        except OSError as exc:
+            for fd in (ctl_r, ctl_w, res_r, res_w):
+                os.close(fd)
+            self._error = f"cannot fork the sampler process: {exc}"
+            return
+        if pid == 0:  # the sampler process: serve the parent's commands, never return
+            code = 1
+            try:
+                os.close(ctl_w)
+                os.close(res_r)
+                _serve_sampler(Sampler(self.cfg, self.url, self.api_key), ctl_r, res_w)
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(ctl_r)
+        os.close(res_w)
+        self.pid, self._ctl, self._res = pid, ctl_w, res_r
+
+    def _send(self, line: str) -> bool:
+        try:
+            os.write(self._ctl, (line + "\n").encode())
+            return True
+        except OSError:
+            return False
+
+    def wait_first_samples(self, timeout_s: float) -> None:
+        if self.pid is not None and self._send(f"W {timeout_s}"):
+            with contextlib.suppress(OSError):
+                os.read(self._res, 1)
+
+    def stop(self, until: float | None = None) -> dict[str, Any]:
+        if self.pid is None:
+            return _empty_parts(self.cfg, self._error or "the sampler process was not started")
+        data = b""
+        if self._send("S" + ("" if until is None else f" {until!r}")):
+            chunks = []
+            while True:
+                try:
+                    chunk = os.read(self._res, 1 << 16)
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                chunks.append(chunk)
+            data = b"".join(chunks)
+        self._reap()
+        try:
+            parts: dict[str, Any] = json.loads(data.decode())
+        except ValueError:
+            return _empty_parts(self.cfg, "the sampler process ended without its samples")
+        return parts
+
+    def _reap(self) -> None:
+        pid, self.pid = self.pid, None
+        for fd in (self._ctl, self._res):
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self._ctl = self._res = -1
+        if pid is None:
+            return
+        deadline = time.monotonic() + JOIN_TIMEOUT_S
+        while time.monotonic() < deadline:
+            with contextlib.suppress(ChildProcessError):
+                if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                    return
+            time.sleep(0.005)
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+
+
+def _serve_sampler(sampler: Sampler, ctl: int, res: int) -> None:
+    """The sampler process: start sampling, then answer ``W <timeout>`` (first samples there) and
+    ``S [<until>]`` (stop, write the parts as JSON, end). A parent that goes away (end of input) stops it."""
+    sampler.start()
+    with os.fdopen(ctl, "rb") as commands, os.fdopen(res, "wb", buffering=0) as out:
+        for raw in commands:
+            word, _, arg = raw.decode().strip().partition(" ")
+            if word == "W":
+                sampler.wait_first_samples(float(arg or FIRST_SAMPLE_TIMEOUT_S))
+                out.write(b"k")
+            elif word == "S":
+                parts = sampler.stop(until=float(arg) if arg else None)
+                out.write(json.dumps(parts, allow_nan=False).encode())
+                return
+        sampler.stop()
+
+
+class PointSampling:
+    """The load generator's per-point hooks: a sampler (a :class:`ForkedSampler` where the platform can
+    fork, else a :class:`Sampler`) started before each point's warm-up (:meth:`before_point`), its first
+    samples awaited before the window (:meth:`before_window`), and stopped right after the window
+    (:meth:`after_window`); the raw parts of every point, in order, in :attr:`points`."""
+
+    def __init__(
+        self, cfg: TelemetryConfig, url: str, api_key: str | None = None, fork: bool | None = None
+    ) -> None:
+        self.cfg = cfg
+        self.url = url
+        self.api_key = api_key
+        self.fork = hasattr(os, "fork") if fork is None else fork
         self.points: list[dict[str, Any]] = []
-        self._current: Sampler | None = None
+        self._current: Sampler | ForkedSampler | None = None
         self.stop_seconds: list[float] = []  # what each stop cost the point (wall seconds)
         self.wait_seconds: list[float] = []  # what waiting for the first samples cost each point
         self._cost = 0.0
@@ -597,7 +722,8 @@ class PointSampling:
     def before_point(self) -> None:
         self.close()
         began = time.monotonic()
-        self._current = Sampler(self.cfg, self.url, self.api_key)
+        kind = ForkedSampler if self.fork else Sampler
+        self._current = kind(self.cfg, self.url, self.api_key)
         self._current.start()
         self._cost = time.monotonic() - began
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import http.server
 import json
 import math
+import os
+import signal
 import stat
 import sys
 import threading
@@ -341,3 +343,38 @@ def test_point_sampling_hooks(tmp_path: Path) -> None:
     first, second = hooks.points
     assert first["sampling"]["stopped"] <= second["sampling"]["started"]
     assert all(p["gpu"]["rows"] for p in hooks.points)
+
+
+def test_sampling_in_a_process_of_its_own_or_in_process(tmp_path: Path) -> None:
+    cfg = telemetry.TelemetryConfig(
+        enabled=True, gpus=(1,), gpu_interval_ms=30, nvidia_smi=_fake_smi(tmp_path)
+    )
+    for fork in (True, False):
+        hooks = telemetry.PointSampling(cfg, "http://127.0.0.1:9", fork=fork)
+        hooks.before_point()
+        sampler = hooks._current
+        assert isinstance(sampler, telemetry.ForkedSampler if fork else telemetry.Sampler)
+        if fork:
+            assert sampler.pid is not None and sampler.pid != os.getpid()
+            assert not any(t.name.startswith("telemetry-") for t in threading.enumerate())  # none here
+        hooks.before_window()
+        time.sleep(0.1)
+        hooks.after_window()
+        (parts,) = hooks.points
+        assert parts["errors"] == [] and {r[1] for r in parts["gpu"]["rows"]} == {1}
+        json.dumps(parts, allow_nan=False)
+
+
+def test_a_sampler_process_that_dies_leaves_an_error_not_an_exception(tmp_path: Path) -> None:
+    cfg = telemetry.TelemetryConfig(
+        enabled=True, gpus=(0,), gpu_interval_ms=30, nvidia_smi=_fake_smi(tmp_path)
+    )
+    hooks = telemetry.PointSampling(cfg, "http://127.0.0.1:9", fork=True)
+    hooks.before_point()
+    sampler = hooks._current
+    assert isinstance(sampler, telemetry.ForkedSampler) and sampler.pid is not None
+    os.kill(sampler.pid, signal.SIGKILL)
+    hooks.before_window()
+    hooks.after_window()
+    (parts,) = hooks.points
+    assert parts["gpu"]["rows"] == [] and "ended without its samples" in parts["errors"][0]
