@@ -16,7 +16,7 @@ document per point; storing it on the controller is the commit's business). Chec
   episode, and never after it;
 - energy per output token (trapezoid of power over the window, over the output tokens of the window's
   requests) of every point the episode misses is within 5 % of ``power.expected_energy_per_output_token``
-  for the launch (its timing model, the point's measured accept length), for both configs;
+  for the launch (its timing model, the decode steps per request the point drew), for both configs;
 - the sampling added at most 0.5 s to a point (``sampling.overhead_s``).
 
 The figures go to ``build/test-artifacts/telemetry_simhost.json``.
@@ -189,7 +189,11 @@ def test_points_carry_telemetry_that_follows_the_power_model(sim_host: str, tmp_
             throttled = any(
                 r[8] & power.REASON_SW_POWER_CAP and r[0] > window["start"] - interval for r in gpu_rows
             )
-            expected = _expected(record, summary.get("accept_length_mean"))
+            # the model at the acceptance this point drew: its decode steps per request (the first token
+            # comes from the prefill)
+            steps = [r["spec_verify_ct"] for r in measured_rows if r.get("spec_verify_ct")]
+            accept = (OUTPUT - 1) * len(steps) / sum(steps) if steps else None
+            expected = _expected(record, accept)
             per_point.append(
                 {
                     "point": summary["point"],
@@ -198,6 +202,8 @@ def test_points_carry_telemetry_that_follows_the_power_model(sim_host: str, tmp_
                     "j_per_token": j_per_token,
                     "expected": expected,
                     "overhead_s": doc["sampling"]["overhead_s"],
+                    "accept_length": accept,
+                    "accept_length_mean": summary.get("accept_length_mean"),
                     "valid": summary["valid"],
                 }
             )

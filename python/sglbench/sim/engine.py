@@ -99,16 +99,16 @@ def admit(waiting: deque[Q], running: Sequence[Q], max_running: int, max_total_t
 
 
 class StepMeter(Protocol):
-    """Told when the GPUs start a step (of a given compute intensity) and when they go idle: the power
-    model's account (:class:`sglbench.sim.power.Meter`)."""
+    """Told when the GPUs start a step (its compute intensity and real duration) and when the scheduler
+    goes idle: the power model's account (:class:`sglbench.sim.power.Meter`)."""
 
-    def busy(self, intensity: float) -> None: ...
+    def busy(self, intensity: float, seconds: float) -> None: ...
 
     def idle(self) -> None: ...
 
 
 class _NoMeter:
-    def busy(self, intensity: float) -> None:
+    def busy(self, intensity: float, seconds: float) -> None:
         pass
 
     def idle(self) -> None:
@@ -212,8 +212,9 @@ class Engine:
             if admitted:
                 new_tokens = sum(len(r.prompt_ids) - r.cached_tokens for r in admitted)
                 started = time.monotonic()
-                self.meter.busy(self.timing.prefill_intensity(new_tokens))
-                await self._sleep(self.timing.prefill(new_tokens))
+                prefill = self.timing.prefill(new_tokens)
+                self.meter.busy(self.timing.prefill_intensity(new_tokens), prefill * self.time_scale)
+                await self._sleep(prefill)
                 self._log_prefill(admitted, new_tokens, time.monotonic() - started)
                 self.running.extend(admitted)
                 for req in admitted:
@@ -225,8 +226,9 @@ class Engine:
                 await asyncio.sleep(0.001)  # only cancelled/oversized work left
                 continue
             batch = len(self.running)
-            self.meter.busy(self.timing.decode_intensity(batch, self.used_tokens))
-            await self._sleep(self.timing.decode_step(batch, self.used_tokens))
+            step = self.timing.decode_step(batch, self.used_tokens)
+            self.meter.busy(self.timing.decode_intensity(batch, self.used_tokens), step * self.time_scale)
+            await self._sleep(step)
             self.decode_steps += 1
             for req in list(self.running):
                 if req.cancelled or req.done:

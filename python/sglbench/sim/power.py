@@ -28,7 +28,7 @@ An idle GPU (utilization 0 over the sample) reports :data:`REASON_GPU_IDLE`, as 
 
 **Publication.** A serving stand-in keeps a :class:`Meter`: at every scheduler step it adds the energy and
 busy time since the last one and writes its state (cumulative energy and busy seconds at a monotonic
-instant, the power and busy flag from then on, its figures, the throttle episode, its GPU indices) into
+instant, the step's power and until when it lasts, its figures, the throttle episode, its GPU indices) into
 ``<SGLBENCH_SIM_STATE_DIR>/power/<pid>.bin``, one fixed-size record (:data:`RECORD`, guarded by a
 sequence number at both ends). The ``nvidia-smi`` stand-in reads the records of live processes
 (:func:`read_boards`); its ``power.draw`` and ``utilization.gpu`` are the averages over its own sample
@@ -122,21 +122,33 @@ def expected_energy_per_output_token(
     prompt = max(1, round(prompt_tokens))
     t = timing.prefill(prompt)
     energy = step_power_w(fig, timing.prefill_intensity(prompt)) * t
-    emitted = 1.0
     per_step = max(1.0, accept_length or 1.0)
-    while emitted < output_tokens:
-        kv = prompt + int(emitted)
+    steps = max(0.0, (output_tokens - 1) / per_step)  # the first token comes from the prefill
+    i = 0
+    while i < steps:
+        kv = prompt + 1 + int(i * per_step)
         step = timing.decode_step(1, kv)
-        energy += step_power_w(fig, timing.decode_intensity(1, kv)) * step
-        emitted += per_step
+        # a fractional last step: the mean over requests whose step counts straddle it
+        energy += min(1.0, steps - i) * step_power_w(fig, timing.decode_intensity(1, kv)) * step
+        i += 1
     return energy * max(1, timing.tp_size) * time_scale / max(1, output_tokens)
 
 
 # ------------------------------------------------------------------------------------ publication
 
-# seq, t_mono, energy_j, busy_s, power_w, busy, idle_w, max_w, boost_mhz, throttle_from, throttle_to,
+# seq, t_mono, energy_j, busy_s, power_w, busy_until, idle_w, max_w, boost_mhz, throttle_from, throttle_to,
 # throttle_factor, throttle_bits, n_gpus, gpus[16], seq (again: a torn read has two different ones)
 RECORD = struct.Struct("<Q11dQH16hQ")
+
+
+def _accrue(t: float, now: float, power_w: float, busy_until: float, idle_w: float) -> tuple[float, float]:
+    """(energy J, busy s) from ``t`` to ``now``: ``power_w`` until ``busy_until``, ``idle_w`` after it."""
+    if now <= t:
+        return 0.0, 0.0
+    edge = min(now, max(t, busy_until))
+    return power_w * (edge - t) + idle_w * (now - edge), edge - t
+
+
 MAX_GPUS = 16
 
 
@@ -152,8 +164,8 @@ class Board:
     t_mono: float
     energy_j: float  # per GPU, cumulative at t_mono
     busy_s: float
-    power_w: float  # from t_mono on
-    busy: bool
+    power_w: float  # from t_mono until busy_until (then idle)
+    busy_until: float
     fig: PowerFigures
     throttle_from: float  # monotonic; 0, 0 = no episode
     throttle_to: float
@@ -161,17 +173,27 @@ class Board:
     throttle_bits: int
     gpus: tuple[int, ...]
 
+    @property
+    def busy(self) -> bool:
+        return self.busy_until > self.t_mono
+
     def at(self, now: float) -> tuple[float, float]:
         """Cumulative (energy J, busy s) per GPU at monotonic ``now``."""
-        dt = max(0.0, now - self.t_mono)
-        return self.energy_j + self.power_w * dt, self.busy_s + (dt if self.busy else 0.0)
+        energy, busy = _accrue(self.t_mono, now, self.power_w, self.busy_until, self.fig.idle_w)
+        return self.energy_j + energy, self.busy_s + busy
 
     def throttled(self, now: float) -> bool:
         return self.throttle_from <= now < self.throttle_to
 
 
 class Meter:
-    """The serving process's energy and busy-time account, published at every change (a few µs)."""
+    """The serving process's energy and busy-time account, published at every change (a few µs).
+
+    Between two steps the GPUs draw the first step's power for the real time between them (the
+    scheduler's own clock catches up on a late step, so over a window that is the model's time); when the
+    scheduler goes idle, its last step counts busy for its own (time-scaled) duration at most and the rest
+    idle (a late wake-up, a client between two requests). Readers extrapolate the published state: the
+    step's power until its nominal end, idle after it."""
 
     def __init__(
         self,
@@ -188,6 +210,7 @@ class Meter:
         self.busy_s = 0.0
         self.power_w = fig.idle_w
         self.busy_now = False
+        self.busy_until = self.t  # the current step's nominal end (what readers extrapolate to)
         self.throttle: tuple[float, float, float, int] = (0.0, 0.0, 1.0, 0)
         self.seq = 0
         self.path: str | None = None
@@ -212,28 +235,38 @@ class Meter:
         self.throttle = (start_mono, start_mono + duration_s, factor, bit)
         self._publish()
 
-    def _advance(self) -> float:
+    def _advance(self, cap: bool) -> float:
+        """Account the time since the last change; ``cap``: the step ends here, busy for its nominal
+        duration at most."""
         now = self.clock()
-        dt = max(0.0, now - self.t)
-        self.energy_j += self.power_w * dt
-        if self.busy_now:
-            self.busy_s += dt
+        if not self.busy_now:
+            energy, busy = _accrue(self.t, now, self.fig.idle_w, self.t, self.fig.idle_w)
+        elif cap:
+            energy, busy = _accrue(self.t, now, self.power_w, self.busy_until, self.fig.idle_w)
+        else:
+            energy, busy = _accrue(self.t, now, self.power_w, now, self.fig.idle_w)
+        self.energy_j += energy
+        self.busy_s += busy
         self.t = now
         return now
 
-    def busy(self, intensity: float) -> None:
-        """A step of ``intensity`` starts now (it lasts until the next call)."""
-        now = self._advance()
+    def busy(self, intensity: float, seconds: float) -> None:
+        """A step of ``intensity`` and ``seconds`` (real, time-scaled) starts now."""
+        now = self._advance(cap=False)
         start, end, factor, _bit = self.throttle
         self.power_w = step_power_w(self.fig, intensity, factor if start <= now < end else 1.0)
         self.busy_now = True
+        self.busy_until = now + max(0.0, seconds)
         self._publish()
 
     def idle(self) -> None:
-        self._advance()
-        if self.busy_now:
-            self.power_w, self.busy_now = self.fig.idle_w, False
-            self._publish()
+        if not self.busy_now:
+            return
+        now = self._advance(cap=True)
+        self.busy_now = False
+        self.power_w = self.fig.idle_w
+        self.busy_until = now
+        self._publish()
 
     def _publish(self) -> None:
         if self._fd is None:
@@ -247,7 +280,7 @@ class Meter:
             self.energy_j,
             self.busy_s,
             self.power_w,
-            1.0 if self.busy_now else 0.0,
+            self.busy_until,
             self.fig.idle_w,
             self.fig.max_w,
             self.fig.boost_mhz,
@@ -293,7 +326,7 @@ def _read_board(path: str, pid: int) -> Board | None:
                     energy_j=v[2],
                     busy_s=v[3],
                     power_w=v[4],
-                    busy=v[5] > 0.5,
+                    busy_until=v[5],
                     fig=PowerFigures(v[7], v[6], v[8]),
                     throttle_from=v[9],
                     throttle_to=v[10],
@@ -377,7 +410,8 @@ class Readings:
             power = (energy - prev[1]) / dt
             util = min(1.0, max(0.0, (busy - prev[2]) / dt))
         else:
-            power, util = board.power_w, 1.0 if board.busy else 0.0
+            busy_now = board.busy_until > now
+            power, util = (board.power_w, 1.0) if busy_now else (board.fig.idle_w, 0.0)
         fig = board.fig
         throttled = board.throttled(now)
         factor = board.throttle_factor if throttled else 1.0

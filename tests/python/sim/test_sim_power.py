@@ -56,12 +56,12 @@ def test_meter_record_round_trip_and_readings(tmp_path: Path) -> None:
     meter = power.Meter(FIG, [2, 5], str(tmp_path), clock=lambda: now[0])
     readings = power.Readings(FIG)
     busy_w = power.step_power_w(FIG, 0.0)
-    meter.busy(0.0)
+    meter.busy(0.0, 1.0)
     first = readings.read(str(tmp_path), [2, 3], now=100.5)  # the first sample: the state at once
     assert first[2].power_w == busy_w and first[2].util_pct == 100.0 and first[2].reasons == 0
     assert first[3].power_w == FIG.idle_w and first[3].reasons == power.REASON_GPU_IDLE  # nobody's GPU
     now[0] = 101.0
-    meter.idle()
+    meter.idle()  # the step has ended: nothing changes
     (board,) = power.read_boards(str(tmp_path))
     assert board.pid == os.getpid() and board.gpus == (2, 5)
     assert board.at(103.0) == pytest.approx((busy_w + FIG.idle_w * 2.0, 1.0))
@@ -74,12 +74,29 @@ def test_meter_record_round_trip_and_readings(tmp_path: Path) -> None:
     assert throttled.reasons == power.REASON_HW_THERMAL_SLOWDOWN | power.REASON_GPU_IDLE
     assert throttled.temp_c >= power.THERMAL_SLOWDOWN_TEMP_C
     now[0] = 102.5
-    meter.busy(0.0)  # a step inside the episode draws the throttled power
+    meter.busy(0.0, 1.0)  # a step inside the episode draws the throttled power
     assert readings.read(str(tmp_path), [2], now=102.9)[2].power_w == pytest.approx(
         power.step_power_w(FIG, 0.0, power.THROTTLE_BITS["thermal"][1])
     )
     after = readings.read(str(tmp_path), [2], now=103.5)[2]
     assert after.reasons == 0
+    now[0] = 103.5
+    meter.idle()
+    now[0] = 104.0
+    meter.busy(0.0, 0.25)  # a step the scheduler is late to follow: the rest of the time is idle
+    late = readings.read(str(tmp_path), [2], now=104.5)[2]
+    assert late.util_pct == pytest.approx(25.0)  # 0.25 s busy of the 1.0 s since the reading before
+    assert late.power_w == pytest.approx((busy_w * 0.25 + FIG.idle_w * 0.75) / 1.0)
+    now[0] = 104.25
+    meter.idle()
+    busy_before = meter.busy_s
+    now[0] = 105.0
+    meter.busy(0.0, 0.5)
+    now[0] = 105.2
+    meter.busy(0.0, 0.5)  # the scheduler caught up on its clock: the step before was 0.2 s
+    now[0] = 106.5
+    meter.idle()  # late: the last step counts busy for its own 0.5 s only
+    assert meter.busy_s - busy_before == pytest.approx(0.7)
     meter.close()
     assert power.read_boards(str(tmp_path)) == []
 
