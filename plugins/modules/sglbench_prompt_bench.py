@@ -411,11 +411,13 @@ def sampling_hooks(p: dict) -> PointSampling | None:
 
 
 def telemetry_of(result: CampaignResult, hooks: PointSampling, host_started: float) -> list:
-    """One telemetry document per measured point, in the summary's order; ``host_ended`` is now."""
+    """One telemetry document per measured point, in the summary's order; ``host_ended`` is now, once
+    every sampler has handed its samples over."""
+    points = hooks.points
     host_ended = time.time()
     return [
         point_telemetry(parts, measured_window(pr.t0_wall, pr.records), host_started, host_ended)
-        for pr, parts in zip(result.points, hooks.points, strict=False)  # one each, in order
+        for pr, parts in zip(result.points, points, strict=False)  # one each, in order
     ]
 
 

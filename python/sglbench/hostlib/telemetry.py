@@ -11,15 +11,16 @@ Standard library only (Python 3.10); ships to the GPU host as
   counter, summed over label sets) and the load endpoint (its numeric fields, summed over DP ranks).
 
 :func:`point_telemetry` assembles one point's document, the raw contract between host and controller
-(documented in ``docs/records.md``). Nothing derived (energy, steady
-window) is computed here. A sampling problem never raises: it goes to ``errors``.
+(documented in ``docs/records.md``). Nothing derived (energy, steady window) is computed here. A
+sampling problem never raises: it goes to ``errors``.
 
 The sampler runs in a forked process of its own (:class:`ForkedSampler`), so its threads never take the
-load generator's interpreter lock and delay a send. Stopping costs little: nvidia-smi is terminated, the
-threads are joined with a short timeout, and
-``stop(until=t)`` waits at most about one GPU interval for a sample at or after ``t`` so the samples
-cover the window's end. Before the window begins, the first samples must have arrived (nvidia-smi takes
-a moment to start; the warm-up usually covers it, and the wait is only the rest).
+load generator's interpreter lock and delay a send. Stopping costs the point almost nothing: the sampler
+process is told the window's end and, on its own, waits at most about one GPU interval for a sample at or
+after it (so the samples cover the window), terminates nvidia-smi, joins its threads with a short timeout
+and hands its samples over; the module collects them when the campaign is done. Before the window
+begins, the first samples must have arrived (nvidia-smi takes a moment to start; the warm-up usually
+covers it, and the wait is only the rest).
 """
 
 from __future__ import annotations
@@ -604,6 +605,7 @@ class ForkedSampler:
         self.pid: int | None = None
         self._ctl = self._res = -1
         self._error: str | None = None
+        self._stopping = False
 
     def start(self) -> None:
         ctl_r, ctl_w = os.pipe()
@@ -640,11 +642,18 @@ class ForkedSampler:
             with contextlib.suppress(OSError):
                 os.read(self._res, 1)
 
+    def request_stop(self, until: float | None = None) -> None:
+        """Tell the sampler process to stop (after its sample at or after ``until``) without waiting for
+        it: :meth:`stop` collects the parts later."""
+        if self.pid is not None and not self._stopping:
+            self._stopping = self._send("S" + ("" if until is None else f" {until!r}"))
+
     def stop(self, until: float | None = None) -> dict[str, Any]:
         if self.pid is None:
             return _empty_parts(self.cfg, self._error or "the sampler process was not started")
         data = b""
-        if self._send("S" + ("" if until is None else f" {until!r}")):
+        self.request_stop(until)
+        if self._stopping:
             chunks = []
             while True:
                 try:
@@ -713,7 +722,8 @@ class PointSampling:
         self.url = url
         self.api_key = api_key
         self.fork = hasattr(os, "fork") if fork is None else fork
-        self.points: list[dict[str, Any]] = []
+        self._points: list[dict[str, Any]] = []
+        self._pending: list[tuple[ForkedSampler, float]] = []  # stopping in the background, and their cost
         self._current: Sampler | ForkedSampler | None = None
         self.stop_seconds: list[float] = []  # what each stop cost the point (wall seconds)
         self.wait_seconds: list[float] = []  # what waiting for the first samples cost each point
@@ -737,18 +747,38 @@ class PointSampling:
             self._cost += self.wait_seconds[-1]
 
     def after_window(self) -> None:
+        """Stop sampling at the window's end. A sampler process takes its last sample (at or after the
+        end) and stops on its own while the load generator goes on; :attr:`points` collects it."""
         sampler, self._current = self._current, None
         if sampler is None:
             return
         began = time.monotonic()
-        parts = sampler.stop(until=sampler.clock())
+        until = sampler.clock()
+        if isinstance(sampler, ForkedSampler):
+            sampler.request_stop(until)
+            self.stop_seconds.append(time.monotonic() - began)
+            self._pending.append((sampler, self._cost + self.stop_seconds[-1]))
+            return
+        parts = sampler.stop(until=until)
         self.stop_seconds.append(time.monotonic() - began)
+        self._add(parts, self._cost + self.stop_seconds[-1])
+
+    def _add(self, parts: dict[str, Any], cost: float) -> None:
         # what sampling added to the point's wall time: starting, waiting for the first samples, stopping
-        parts["sampling"]["overhead_s"] = round(self._cost + self.stop_seconds[-1], 4)
-        self.points.append(parts)
+        parts["sampling"]["overhead_s"] = round(cost, 4)
+        self._points.append(parts)
+
+    @property
+    def points(self) -> list[dict[str, Any]]:
+        """The raw parts of every point so far, in order (collecting the samplers still stopping)."""
+        pending, self._pending = self._pending, []
+        for sampler, cost in pending:
+            self._add(sampler.stop(), cost)
+        return self._points
 
     def close(self) -> None:
-        """Stop a sampler a failed point left running (its samples are dropped)."""
+        """Stop a sampler a failed point left running (its samples are dropped); the points' samplers
+        that are still stopping stay to be collected."""
         sampler, self._current = self._current, None
         if sampler is not None:
             sampler.stop()

@@ -210,7 +210,6 @@ def test_telemetry_per_point_covers_its_window(run_module, server, tmp_path, pro
         times = {g: [r[0] for r in doc["gpu"]["rows"] if r[1] == g] for g in (0, 3)}
         assert all(ts and max(ts) >= window["end"] - 0.002 for ts in times.values())
         assert any("GET /metrics answered HTTP 404" in e for e in doc["errors"])
-    assert docs[0]["sampling"]["stopped"] <= docs[1]["sampling"]["started"]
 
 
 def test_telemetry_off_by_default_and_checked(run_module, server):
