@@ -438,7 +438,8 @@ def instances(matrix: list[dict[str, Any]], settings: dict[str, Any]) -> list[di
     """One entry per (enabled config, TP size): what the units role renders and the cycle runs.
 
     ``settings``: ``python``, ``host``, ``port_base``, ``gpu_ids`` (host GPU indices, in order),
-    ``unit_prefix`` (default ``sglang-``).
+    ``unit_prefix`` (default ``sglang-``), ``enable_metrics`` (add ``--enable-metrics`` to a launch line
+    that lacks it; the instance lists what was added in ``added_flags``).
     """
     prefix = settings.get("unit_prefix", "sglang-")
     gpu_ids = [int(g) for g in settings.get("gpu_ids", [])]
@@ -447,6 +448,7 @@ def instances(matrix: list[dict[str, Any]], settings: dict[str, Any]) -> list[di
     for cfg, port in zip(matrix, ports, strict=True):
         if not cfg.get("enabled", True):
             continue
+        added = [METRICS_FLAG] if settings.get("enable_metrics") and not _has_metrics(cfg) else []
         for tp in cfg["tp"]:
             tpi = int(tp)
             name = f"{cfg['name']}-tp{tpi}"
@@ -466,10 +468,45 @@ def instances(matrix: list[dict[str, Any]], settings: dict[str, Any]) -> list[di
                     "args": dict(cfg.get("args") or {}),
                     "extra_args": [str(a) for a in cfg.get("extra_args") or []],
                     "env": {str(k): str(v) for k, v in (cfg.get("env") or {}).items()},
-                    "argv": launch_argv(cfg, tpi, {**settings, "port": port}),
+                    "argv": launch_argv(cfg, tpi, {**settings, "port": port}) + added,
+                    "added_flags": list(added),
                 }
             )
     return out
+
+
+METRICS_FLAG = "--enable-metrics"
+
+
+def _has_metrics(cfg: dict[str, Any]) -> bool:
+    """Whether the config's own launch line turns ``/metrics`` on (its args or extra args)."""
+    args = cfg.get("args") or {}
+    value = args.get("enable_metrics", args.get("enable-metrics"))
+    return value not in (None, False, "false", "False") or METRICS_FLAG in [
+        str(a) for a in cfg.get("extra_args") or []
+    ]
+
+
+def telemetry(settings: Any, instance: dict[str, Any], version: Any = None) -> dict[str, Any]:
+    """The ``telemetry`` option of ``sglbench_prompt_bench`` for one instance, from the bench setting
+    ``telemetry`` (roles/sglang_cycle defaults): the instance's GPUs, ``/metrics`` when ``metrics`` is on
+    or ``auto`` and the launch line has ``--enable-metrics``, the load endpoint of the serving SGLang
+    ``version`` (``sglang_facts.load_endpoint``; the newest releases' one when unknown)."""
+    s = dict(settings) if isinstance(settings, dict) else {}
+    metrics = str(s.get("metrics", "auto")).lower()
+    argv = [str(a) for a in instance.get("argv") or []]
+    on = metrics in ("on", "true", "yes") or (metrics == "auto" and "--enable-metrics" in argv)
+    off = (False, "false", "off", "no", "False")
+    want_load = s.get("load_endpoint", True) not in off
+    return {
+        "enabled": s.get("enabled", True) not in off,
+        "gpus": [int(g) for g in instance.get("gpus") or []],
+        "gpu_interval_ms": int(s.get("gpu_interval_ms", 200)),
+        "server_interval_ms": int(s.get("server_interval_ms", 1000)),
+        "metrics": on,
+        "load_endpoint": sglang_facts.load_endpoint(str(version) if version else None) if want_load else None,
+        "nvidia_smi": str(s.get("nvidia_smi") or "nvidia-smi"),
+    }
 
 
 def baseline_instance(
@@ -546,6 +583,7 @@ class FilterModule:
             "sglbench_tp_phases": tp_phases,
             "sglbench_instances": instances,
             "sglbench_baseline_instance": baseline_instance,
+            "sglbench_telemetry": telemetry,
             "sglbench_launch_argv": launch_argv,
             "sglbench_systemd_exec": systemd_exec,
             "sglbench_systemd_quote": systemd_quote,

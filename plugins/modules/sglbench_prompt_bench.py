@@ -173,6 +173,45 @@ options:
         when the caller stores them on the controller (the cycle does, with I(points)).
     type: bool
     default: false
+  telemetry:
+    description:
+      - GPU and server sampling during each point (C(module_utils/sglbench_hostlib/telemetry)). Sampling
+        starts before the point's first cache flush and warm-up and stops right after its last measured
+        response; each point gets one raw document in the result's C(telemetry). A sampling problem never
+        fails the module, it is listed in the document's C(errors).
+    type: dict
+    default: {}
+    suboptions:
+      enabled:
+        description: Sample during each point.
+        type: bool
+        default: false
+      gpus:
+        description: The point's GPU indices (the config's GPUs); empty = no GPU sampling.
+        type: list
+        elements: int
+        default: []
+      gpu_interval_ms:
+        description: C(nvidia-smi -lms) interval.
+        type: int
+        default: 200
+      server_interval_ms:
+        description: Interval of the C(/metrics) and load endpoint reads.
+        type: int
+        default: 1000
+      metrics:
+        description: Read C(<url>/metrics) (the server runs with C(--enable-metrics)).
+        type: bool
+        default: false
+      load_endpoint:
+        description:
+          - The release's load endpoint, C(/v1/loads) or C(/get_load) (C(sglang_facts.load_endpoint)).
+          - Omit to skip it.
+        type: str
+      nvidia_smi:
+        description: The C(nvidia-smi) binary.
+        type: str
+        default: nvidia-smi
 extends_documentation_fragment:
   - sglbench
 attributes:
@@ -237,6 +276,27 @@ failed_point:
       null when the points were measured but the last could not be kept in the spool.
   type: dict
   returned: when a point of I(points) failed
+telemetry:
+  description:
+    - One raw telemetry document per point, in the order of C(summary.points) (schema 1, docs/records.md).
+      Times are the host's epoch seconds. C(clock) is when this call began and ended on the host (the
+      controller estimates the clock offset from them), C(window) the point's measured window (first measured
+      request sent to last measured response received), C(sampling) what was sampled and when, C(gpu) and
+      C(server) the samples as columns and rows, C(errors) what could not be sampled.
+  type: list
+  elements: dict
+  returned: when I(telemetry.enabled) is true
+  sample:
+    - schema: 1
+      clock: {host_started: 1733350000.10, host_ended: 1733350012.40}
+      window: {start: 1733350001.00, end: 1733350011.00}
+      sampling: {gpus: [0], gpu_interval_ms: 200, server_interval_ms: 1000, started: 1733350000.20,
+                 stopped: 1733350011.30, metrics: true, load_endpoint: /v1/loads}
+      gpu: {columns: [t, gpu, power_w, sm_util_pct, mem_util_pct, mem_used_mib, sm_clock_mhz, temp_c,
+                      throttle_mask],
+            rows: [[1733350000.21, 0, 312.5, 87.0, 40.0, 81234.0, 2520.0, 61.0, 0]], t_source: nvidia-smi}
+      server: {columns: [t, source, name, value], rows: [[1733350001.0, metrics, num_running_reqs, 4.0]]}
+      errors: []
 """
 
 import contextlib
@@ -273,6 +333,23 @@ from ansible.module_utils.sglbench_hostlib.metrics import Slo
 from ansible.module_utils.sglbench_hostlib.prompts import PromptError, prompts_from_params, synthetic_prompts
 from ansible.module_utils.sglbench_hostlib.result_schema import LOAD_S, note_ended_client
 from ansible.module_utils.sglbench_hostlib.systemd_unit import read_unit_state
+from ansible.module_utils.sglbench_hostlib.telemetry import (
+    PointSampling,
+    TelemetryConfig,
+    TelemetryConfigError,
+    measured_window,
+    point_telemetry,
+)
+
+TELEMETRY_SPEC = {
+    "enabled": {"type": "bool", "default": False},
+    "gpus": {"type": "list", "elements": "int", "default": []},
+    "gpu_interval_ms": {"type": "int", "default": 200},
+    "server_interval_ms": {"type": "int", "default": 1000},
+    "metrics": {"type": "bool", "default": False},
+    "load_endpoint": {"type": "str"},
+    "nvidia_smi": {"type": "str", "default": "nvidia-smi"},
+}
 
 
 def build_module() -> AnsibleModule:
@@ -309,6 +386,7 @@ def build_module() -> AnsibleModule:
             "spool": {"type": "dict"},
             "records_path": {"type": "path"},
             "return_records": {"type": "bool", "default": False},
+            "telemetry": {"type": "dict", "default": {}, "options": TELEMETRY_SPEC},
         },
         mutually_exclusive=[("prompts", "synthetic_input_len")],
         required_one_of=[("prompts", "synthetic_input_len")],
@@ -441,6 +519,8 @@ def measure_points(
     spool: dict,
     lease: Lease | None,
     ended: Callable[[float], str | None] = lambda wait_s: None,
+    hooks: PointSampling | None = None,
+    host_started: float = 0.0,
 ) -> tuple[list[dict], dict | None, dict | None]:
     """Each point alone, in order: from the spool when an earlier call measured it, else measured and
     spooled before the next starts. Returns (points, meta, failed): a failure ends the loop.
@@ -448,7 +528,10 @@ def measure_points(
     ``ended(wait_s)`` says why the server can no longer answer (None while it runs). It is asked before each
     point, and after a point whose requests failed: a point none of whose requests succeeded because the
     server died is a failed point, not a measurement; one that measured some before the server died is kept
-    (invalid, its failed requests counted) and the call ends there."""
+    (invalid, its failed requests counted) and the call ends there.
+
+    With ``hooks`` (the ``telemetry`` option), each measured point also carries its raw telemetry document;
+    what sampling cost the point is not part of its ``load_s``."""
     sdir, shash = str(spool.get("dir") or ""), str(spool.get("hash") or "")
     seen = {str(k): {float(t) for t in v or []} for k, v in dict(spool.get("seen") or {}).items()}
     if sdir:
@@ -466,20 +549,34 @@ def measure_points(
         gone = ended(0.0)
         if gone:
             return out, meta, {"key": key, "msg": f"the server is gone before point {key}: {gone}"}
+        sampled = len(hooks.points) if hooks is not None else 0
         started = time.monotonic()
         try:
-            result = run_campaign(one)
+            result = run_campaign(one, hooks=hooks)
         except LoadgenError as err:
+            if hooks is not None:
+                hooks.close()
             return out, meta, {"key": key, "msg": f"prompt benchmark against {one.url} failed: {err}"}
+        elapsed = time.monotonic() - started
         summary = summary_of(result, lease)
+        telemetry = None
+        if hooks is not None and len(hooks.points) > sampled:  # this point's samples
+            parts = hooks.points[-1]
+            pr = result.points[0]
+            telemetry = point_telemetry(
+                parts, measured_window(pr.t0_wall, pr.records), host_started, time.time()
+            )
+            elapsed -= float((parts.get("sampling") or {}).get("overhead_s") or 0.0)
         # The load generator's whole run for the point (cache flushes, warm-up, measured window, counters):
         # the load the campaign chose to send, told apart from its own overhead (python/sglbench/overhead.py).
-        point = {**summary["points"][0], LOAD_S: round(time.monotonic() - started, 4)}
+        point = {**summary["points"][0], LOAD_S: round(max(elapsed, 0.0), 4)}
         gone = ended(SETTLE_S) if point.get("n_err") else None
         if gone and not point.get("n_ok"):
             msg = f"the server exited during point {key} ({_failed_requests(point)}): {gone}"
             return out, meta, {"key": key, "msg": msg}
         entry = {"key": key, "summary": point, "meta": summary.get("meta"), "records": record_rows(result)}
+        if telemetry is not None:
+            entry["telemetry"] = telemetry
         meta = meta or entry["meta"]
         out.append({**entry, "spooled": False})
         if sdir:
@@ -492,13 +589,35 @@ def measure_points(
     return out, meta, None
 
 
-def run(module: AnsibleModule) -> None:
+def sampling_hooks(p: dict) -> PointSampling | None:
+    """The per-point sampler hooks of the ``telemetry`` option (None when it is off)."""
+    cfg = TelemetryConfig.from_params(p["telemetry"])
+    return PointSampling(cfg, p["url"], p["api_key"]) if cfg.enabled else None
+
+
+def telemetry_of(result: CampaignResult, hooks: PointSampling, host_started: float) -> list:
+    """One telemetry document per measured point, in the summary's order; ``host_ended`` is now, once
+    every sampler has handed its samples over."""
+    points = hooks.points
+    host_ended = time.time()
+    return [
+        point_telemetry(parts, measured_window(pr.t0_wall, pr.records), host_started, host_ended)
+        for pr, parts in zip(result.points, points, strict=False)  # one each, in order
+    ]
+
+
+def run(module: AnsibleModule, host_started: float) -> None:
     p = module.params
     if module.check_mode:
         module.exit_json(changed=False, skipped=True, msg="check mode: the benchmark was not run")
         return
     if p["points"]:
-        run_points(module)
+        run_points(module, host_started)
+        return
+    try:
+        hooks = sampling_hooks(p)
+    except TelemetryConfigError as err:
+        module.fail_json(msg=str(err), telemetry=p["telemetry"])
         return
     try:
         if p["synthetic_input_len"] is not None:
@@ -510,7 +629,11 @@ def run(module: AnsibleModule) -> None:
         with guarded(p) as lease:
             if lease is not None and lease.takeover is not None:
                 module.warn(f"{p['url']}: {lease.takeover.describe()}")
-            result = run_campaign(spec)
+            try:
+                result = run_campaign(spec, hooks=hooks)
+            finally:
+                if hooks is not None:
+                    hooks.close()
     except GuardRefused as err:
         module.fail_json(msg=f"prompt benchmark against {p['url']} refused: {err}", url=p["url"], guard=True)
         return
@@ -528,6 +651,8 @@ def run(module: AnsibleModule) -> None:
             )
             return
     extra = {"records": rows} if p["return_records"] else {}
+    if hooks is not None:
+        extra["telemetry"] = telemetry_of(result, hooks, host_started)
     module.exit_json(
         changed=False,
         summary=summary_of(result, lease),
@@ -564,9 +689,15 @@ def bench_spec(p: dict, prompt_list: list, points: list) -> BenchSpec:
     )
 
 
-def run_points(module: AnsibleModule) -> None:
-    """I(points): each point alone, spooled as it ends; the result holds one entry per point."""
+def run_points(module: AnsibleModule, host_started: float) -> None:
+    """I(points): each point alone, spooled as it ends; the result holds one entry per point (with its
+    telemetry document when the option is on) and the call's own start and end on the host (C(clock))."""
     p = module.params
+    try:
+        hooks = sampling_hooks(p)
+    except TelemetryConfigError as err:
+        module.fail_json(msg=str(err), telemetry=p["telemetry"])
+        return
     try:
         todo = todo_points(p)
         if p["synthetic_input_len"] is not None:
@@ -583,7 +714,13 @@ def run_points(module: AnsibleModule) -> None:
             def ended(wait_s: float) -> str | None:
                 return server_ended(unit, invocation, wait_s) if unit else None
 
-            points, meta, failed = measure_points(specs, p["spool"] or {}, lease, ended)
+            try:
+                points, meta, failed = measure_points(
+                    specs, p["spool"] or {}, lease, ended, hooks, host_started
+                )
+            finally:
+                if hooks is not None:
+                    hooks.close()
     except GuardRefused as err:
         module.fail_json(msg=f"prompt benchmark against {p['url']} refused: {err}", url=p["url"], guard=True)
         return
@@ -594,12 +731,18 @@ def run_points(module: AnsibleModule) -> None:
         point.pop("meta", None)
     extra = {"failed_point": failed} if failed else {}
     module.exit_json(
-        changed=False, points=points, meta=meta, n_records=sum(len(x["records"]) for x in points), **extra
+        changed=False,
+        points=points,
+        meta=meta,
+        n_records=sum(len(x["records"]) for x in points),
+        clock={"host_started": host_started, "host_ended": time.time()},
+        **extra,
     )
 
 
 def main() -> None:
-    run(build_module())
+    host_started = time.time()  # the telemetry's clock.host_started: the top of the call
+    run(build_module(), host_started)
 
 
 if __name__ == "__main__":

@@ -55,10 +55,11 @@ TELEMETRY_SUFFIXES = (TELEMETRY_RAW, *TELEMETRY_TABLES)  # a point's telemetry f
 ATTEMPT_FILES = ("record.json", "journal.log", "unit.service", PARQUET_FILE, REQUESTS_FILE)
 DEFAULT_LADDER_CAP = load_points.DEFAULT_LADDER_CAP
 # Keys of the load parameters left out of the identity hash: they change how a point is judged or which
-# points are measured, not what one point measures. Only points without a failed request are ever reused,
-# whose judgement max_error_rate cannot change; a search with other settings (budgets, mode, start) reuses
-# every level it visits again, and the record of a finished search is reused only when its settings match.
-UNHASHED_LOAD_KEYS = ("max_error_rate", "search")
+# points are measured, or what is observed beside it, not what one point measures. Only points without a
+# failed request are ever reused, whose judgement max_error_rate cannot change; a search with other settings
+# (budgets, mode, start) reuses every level it visits again, and the record of a finished search is reused
+# only when its settings match; telemetry samples the GPUs and the server without loading either.
+UNHASHED_LOAD_KEYS = ("max_error_rate", "search", "telemetry")
 
 
 class ResumeError(ValueError):

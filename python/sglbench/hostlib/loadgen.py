@@ -50,7 +50,7 @@ import time
 import traceback
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from . import load_points, result_schema, server_api
 from . import loadgen_api as api_mod
@@ -431,12 +431,42 @@ class _Measured:
     loop_lag_s: list[float]
 
 
+class PointHooks(Protocol):
+    """Called around every point (telemetry): before its first cache flush and warm-up, after the warm-up
+    just before the measured requests start, and right after its last measured response, before anything
+    else (server info, reaping client processes)."""
+
+    def before_point(self) -> None: ...
+
+    def before_window(self) -> None: ...
+
+    def after_window(self) -> None: ...
+
+
+class _NoHooks:
+    def before_point(self) -> None:
+        pass
+
+    def before_window(self) -> None:
+        pass
+
+    def after_window(self) -> None:
+        pass
+
+
 class LoadRunner:
     """Runs load points against one server through one keep-alive connection pool."""
 
-    def __init__(self, spec: BenchSpec, *, progress: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        spec: BenchSpec,
+        *,
+        progress: Callable[[str], None] | None = None,
+        hooks: PointHooks | None = None,
+    ) -> None:
         spec.validate()
         self.spec = spec
+        self.hooks: PointHooks = hooks or _NoHooks()
         self.endpoint = Endpoint.from_url(spec.url)
         self.client = HttpClient(self.endpoint, api_key=spec.api_key)
         self.path = api_mod.API_PATHS[spec.api]
@@ -610,6 +640,7 @@ class LoadRunner:
         seed = spec.seed + repeat
         measured = itertools.islice(prompts_mod.iter_prompts(spec.prompts, seed), spec.num_prompts)
         n_warm = self._n_warm(point)
+        self.hooks.before_point()
         if spec.flush_cache:
             await self.flush_cache()
         if n_warm > 0:
@@ -626,9 +657,11 @@ class LoadRunner:
 
         stats = metrics_mod.ClientStats()
         schedule = self._schedule(point, seed, stats)  # before t0: generating it must not delay sends
+        self.hooks.before_window()
         t0_wall = time.time()
         t0 = _perf()
         m = await self._measure(measured, spec.num_prompts, point.concurrency, schedule, t0, model)
+        self.hooks.after_window()
         records = m.records
         stats.wall_s, stats.cpu_s, stats.runqueue_wait_s = m.wall_s, m.cpu_s, m.runqueue_wait_s
         stats.loop_lag_s = m.loop_lag_s
@@ -745,6 +778,7 @@ class LoadRunner:
         schedule = self._schedule(point, seed, stats)
         shards = self._shards(point, seed, n_warm, schedule)
         where = f"point {point.label()} repeat {repeat}"
+        self.hooks.before_point()
         if spec.flush_cache:
             await self.flush_cache()
         children: list[_Child] = []
@@ -767,6 +801,7 @@ class LoadRunner:
                 self.progress(f"warning: every warmup request failed, e.g. {example}")
             if spec.flush_cache:
                 await self.flush_cache()
+            self.hooks.before_window()
             t0 = _perf() + START_LEAD_S
             t0_wall = time.time() + (t0 - _perf())
             start = struct.pack("!d", t0)
@@ -774,6 +809,7 @@ class LoadRunner:
                 _write_all(child.ctl_fd, start)
             run_bound = max(b[1] for b in bounds) + START_LEAD_S
             done = await self._collect(children, _DONE, run_bound, "measured run", where)
+            self.hooks.after_window()
             finished = True
         finally:  # after a failure the other children's results are of no use: kill them at once
             await self._reap(children, grace_s=2.0 if finished else 0.0)
@@ -1062,9 +1098,13 @@ def check_reachable(url: str, api_key: str | None = None, timeout: float = 30.0)
     asyncio.run(_check_reachable(url, api_key, timeout))
 
 
-def run_campaign(spec: BenchSpec, progress: Callable[[str], None] | None = None) -> CampaignResult:
-    """Blocking entry point (CLI / Ansible module)."""
-    return asyncio.run(LoadRunner(spec, progress=progress).run())
+def run_campaign(
+    spec: BenchSpec,
+    progress: Callable[[str], None] | None = None,
+    hooks: PointHooks | None = None,
+) -> CampaignResult:
+    """Blocking entry point (CLI / Ansible module); ``hooks`` are called around every point."""
+    return asyncio.run(LoadRunner(spec, progress=progress, hooks=hooks).run())
 
 
 def campaign_summary(result: CampaignResult) -> dict[str, Any]:

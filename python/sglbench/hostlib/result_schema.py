@@ -1097,7 +1097,10 @@ PHASE_STARTS = (
 
 def _record_config(inst: Mapping[str, Any]) -> dict[str, Any]:
     keys = ("algorithm", "model_path", "draft_model_path", "port", "gpus", "args", "extra_args", "env")
-    return {"name": inst.get("config"), **{k: inst.get(k) for k in keys}}
+    out = {"name": inst.get("config"), **{k: inst.get(k) for k in keys}}
+    if inst.get("added_flags"):  # flags the playbook added to the config's own launch line
+        out["added_flags"] = list(inst["added_flags"])
+    return out
 
 
 def _float(value: Any) -> float | None:

@@ -411,6 +411,23 @@ ENDPOINTS: tuple[HttpEndpoint, ...] = (
 )
 ENDPOINT_BY_PATH: dict[str, HttpEndpoint] = {e.path: e for e in ENDPOINTS}
 
+# Which load endpoint a release serves, read in the releases' own wheels: 0.5.10.post1 routes both
+# ``/get_load`` (srt/entrypoints/http_server.py) and ``/v1/loads`` (srt/entrypoints/v1_loads.py); 0.5.23
+# routes only ``/v1/loads`` (``/get_load`` is 404). From the oldest release checked on, ``/v1/loads``;
+# before it, ``/get_load``.
+V1_LOADS_SINCE = "0.5.10.post1"
+
+
+def load_endpoint(version: str | None) -> str:
+    """The load endpoint of SGLang ``version`` (``/v1/loads`` when the version is unknown: the newest
+    releases' only one)."""
+    from .sglang_catalog import version_key  # only this needs the version order
+
+    if not version:
+        return V1_LOADS
+    return V1_LOADS if version_key(version) >= version_key(V1_LOADS_SINCE) else GET_LOAD
+
+
 HEALTH_ENDPOINTS: tuple[str, ...] = (HEALTH, HEALTH_GENERATE)
 READY_ENDPOINT = HEALTH_GENERATE  # what the roles poll after a start
 SERVER_INFO_ENDPOINTS: tuple[str, ...] = (SERVER_INFO, GET_SERVER_INFO)  # newest first

@@ -98,6 +98,23 @@ def admit(waiting: deque[Q], running: Sequence[Q], max_running: int, max_total_t
     return admitted
 
 
+class StepMeter(Protocol):
+    """Told when the GPUs start a step (its compute intensity and real duration) and when the scheduler
+    goes idle: the power model's account (:class:`sglbench.sim.power.Meter`)."""
+
+    def busy(self, intensity: float, seconds: float) -> None: ...
+
+    def idle(self) -> None: ...
+
+
+class _NoMeter:
+    def busy(self, intensity: float, seconds: float) -> None:
+        pass
+
+    def idle(self) -> None:
+        pass
+
+
 class Engine:
     def __init__(
         self,
@@ -132,6 +149,7 @@ class Engine:
         self._clock = 0.0
         self._task: asyncio.Task[None] | None = None
         self.on_finish: Callable[[SimRequest], None] | None = None
+        self.meter: StepMeter = _NoMeter()
         # statistics
         self.decode_steps = 0
         self.spec_accept_sum = 0  # Σ tokens emitted per req-step (accepted + bonus)
@@ -185,6 +203,7 @@ class Engine:
         while True:
             self.running = [r for r in self.running if not r.cancelled]
             if not self.running and not self.waiting:
+                self.meter.idle()
                 self._wake.clear()
                 await self._wake.wait()
                 self._clock = asyncio.get_running_loop().time()
@@ -193,7 +212,9 @@ class Engine:
             if admitted:
                 new_tokens = sum(len(r.prompt_ids) - r.cached_tokens for r in admitted)
                 started = time.monotonic()
-                await self._sleep(self.timing.prefill(new_tokens))
+                prefill = self.timing.prefill(new_tokens)
+                self.meter.busy(self.timing.prefill_intensity(new_tokens), prefill * self.time_scale)
+                await self._sleep(prefill)
                 self._log_prefill(admitted, new_tokens, time.monotonic() - started)
                 self.running.extend(admitted)
                 for req in admitted:
@@ -201,10 +222,13 @@ class Engine:
                 self._reap()
                 continue
             if not self.running:
+                self.meter.idle()
                 await asyncio.sleep(0.001)  # only cancelled/oversized work left
                 continue
             batch = len(self.running)
-            await self._sleep(self.timing.decode_step(batch, self.used_tokens))
+            step = self.timing.decode_step(batch, self.used_tokens)
+            self.meter.busy(self.timing.decode_intensity(batch, self.used_tokens), step * self.time_scale)
+            await self._sleep(step)
             self.decode_steps += 1
             for req in list(self.running):
                 if req.cancelled or req.done:

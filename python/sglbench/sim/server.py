@@ -20,7 +20,7 @@ from datetime import datetime
 from typing import Any, NoReturn
 
 from sglbench.hostlib import capacity_variants, sglang_args, sglang_facts
-from sglbench.sim import api, gpus, memory, modelinfo, release, textgen
+from sglbench.sim import api, gpus, memory, modelinfo, power, release, textgen
 from sglbench.sim.engine import Engine
 from sglbench.sim.httpserver import Request, serve
 from sglbench.sim.settings import SimSettings, SimSettingsError, load_settings, unknown_variables
@@ -274,6 +274,7 @@ class SimServer:
         self.argv: list[str] = []  # the launch flags (0.5.23's /server_info launch_command)
         self.worker_mib: dict[int, int] = {}
         self.gpu_ids: list[int] = []
+        self.meter: power.Meter | None = None  # the GPUs' energy account, published for nvidia-smi
         self.process_name = os.path.basename(sys.executable or "python3")
         self._stopping = False
         self._main_pid = os.getpid()
@@ -383,6 +384,8 @@ class SimServer:
         except StartupFailure as failure:
             return self.fail(failure)
         finally:
+            if self.meter is not None:
+                self.meter.close()
             if self.detokenizer is not None:
                 with contextlib.suppress(OSError):
                     os.kill(self.detokenizer, signal.SIGKILL)
@@ -806,6 +809,8 @@ class SimServer:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._request_stop, sig, stop, stop_signal)
         engine = self._engine(plan, kind)
+        self.meter = power.Meter(power.figures(kind), self.gpu_ids, self.settings.state_dir)
+        engine.meter = self.meter
         app = api.SimApp(
             self.args,
             self.settings,
@@ -919,6 +924,9 @@ class SimServer:
             peer = f"127.0.0.1:{40000 + os.getpid() % 20000}"
             self.log(f'INFO:     {peer} - "POST {sglang_facts.GENERATE} HTTP/1.1" 200 OK')
         app.ready = True
+        throttle = self.settings.throttle
+        if throttle is not None and self.meter is not None:
+            self.meter.set_throttle(time.monotonic() + throttle.offset_s, throttle.duration_s, throttle.kind)
         self.log("The server is fired up and ready to roll!")
 
     def _shut_down(self, server: asyncio.Server, sigterm: bool) -> None:
@@ -933,6 +941,8 @@ class SimServer:
         log("INFO:     Application shutdown complete.")
         log(f"INFO:     Finished server process [{os.getpid()}]")
         self.kill_workers(keep=0 if self.settings.orphan_worker else None)
+        if self.meter is not None:
+            self.meter.close()
 
     async def _drain(self, engine: Engine, served_at: float) -> None:
         """SGLang's ``sigterm_watchdog``: it looks every 5 s (scaled here) whether SIGTERM came, then

@@ -137,6 +137,14 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
         "(derived)",
         "Override the prefill speed (tokens/s at time scale 1; default from GPU FLOPs and model size).",
     ),
+    (
+        "SGLBENCH_SIM_THROTTLE",
+        "(unset)",
+        "Fault: a throttling episode, OFFSET:DURATION[:KIND] in real seconds from when the server is ready, "
+        "KIND power (default, SW power cap) or thermal (HW thermal slowdown). During it the nvidia-smi "
+        "stand-in reports the reason bit in clocks_event_reasons.active, lower SM clocks and lower power on "
+        "the server's GPUs (sglbench/sim/power.py).",
+    ),
 )
 
 _KNOWN = {name for name, _d, _m in VARIABLES}
@@ -171,6 +179,39 @@ def default_state_dir() -> str:
     return candidates[-1]
 
 
+THROTTLE_KINDS = ("power", "thermal")
+
+
+@dataclass(frozen=True)
+class Throttle:
+    """A throttling episode: ``offset_s`` real seconds after the server is ready, for ``duration_s``."""
+
+    offset_s: float
+    duration_s: float
+    kind: str = "power"
+
+
+def _throttle(env: Mapping[str, str]) -> Throttle | None:
+    raw = _get(env, "SGLBENCH_SIM_THROTTLE")
+    if raw is None or raw.lower() in ("0", "off", "no", "false"):
+        return None
+    parts = [x.strip() for x in raw.split(":")]
+    usage = "give OFFSET:DURATION[:KIND] in seconds, e.g. 5:3 or 5:3:thermal"
+    if len(parts) not in (2, 3):
+        raise SimSettingsError(f"SGLBENCH_SIM_THROTTLE={raw!r}: {usage}")
+    try:
+        offset, duration = float(parts[0]), float(parts[1])
+    except ValueError:
+        raise SimSettingsError(f"SGLBENCH_SIM_THROTTLE={raw!r}: {usage}") from None
+    kind = parts[2].lower() if len(parts) == 3 else "power"
+    if offset < 0 or duration <= 0 or kind not in THROTTLE_KINDS:
+        raise SimSettingsError(
+            f"SGLBENCH_SIM_THROTTLE={raw!r}: offset >= 0, duration > 0, "
+            f"kind one of {', '.join(THROTTLE_KINDS)}"
+        )
+    return Throttle(offset, duration, kind)
+
+
 @dataclass(frozen=True)
 class SimSettings:
     time_scale: float = 1.0
@@ -199,6 +240,7 @@ class SimSettings:
     accept_dist: tuple[float, ...] | None = None
     output_len: int = 256
     prefill_tokens_per_s: float | None = None
+    throttle: Throttle | None = None
 
     def scaled(self, seconds: float) -> float:
         """Real seconds to wait for ``seconds`` of simulated time."""
@@ -321,4 +363,5 @@ def load_settings(env: Mapping[str, str] | None = None) -> SimSettings:
         accept_dist=accept_dist,
         output_len=int(_int(env, "SGLBENCH_SIM_OUTPUT_LEN", 256, lo=1) or 256),
         prefill_tokens_per_s=_float(env, "SGLBENCH_SIM_PREFILL_TOKENS_PER_S", None, lo=1.0),
+        throttle=_throttle(env),
     )

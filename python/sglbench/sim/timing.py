@@ -67,6 +67,30 @@ class TimingModel:
             step += self.draft_passes * max(draft_mem, draft_compute)
         return step
 
+    def decode_intensity(self, batch: int, kv_tokens: int) -> float:
+        """How compute bound a decode (or verify) step is: its target compute time over the longer of
+        compute and memory time (0 = purely memory bound, 1 = compute bound). The power model reads it."""
+        if batch <= 0:
+            return 0.0
+        draft_tokens = max(1, self.num_draft_tokens) if self.draft_passes else 0
+        tokens = batch * max(1, draft_tokens)
+        mem = self._mem_time(
+            self.weights_bytes
+            + kv_tokens * self.kv_bytes_per_token
+            + (2 + draft_tokens) * batch * self.state_bytes_per_request
+        )
+        compute = 2.0 * self.params * tokens / self.flops
+        return compute / max(mem, compute)
+
+    def prefill_intensity(self, new_tokens: int) -> float:
+        """:meth:`decode_intensity` for a prefill batch (1 once it is compute bound)."""
+        if new_tokens <= 0:
+            return 0.0
+        if self.prefill_tokens_per_s:
+            return 1.0
+        compute = 2.0 * self.params * new_tokens / self.flops
+        return compute / max(compute, self._mem_time(self.weights_bytes))
+
     def prefill(self, new_tokens: int) -> float:
         """A prefill batch over ``new_tokens`` uncached prompt tokens."""
         if new_tokens <= 0:

@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
+from sglbench.hostlib import result_schema
+
 REPO = Path(__file__).resolve().parents[3]
 _spec = importlib.util.spec_from_file_location("sglbench_filter", REPO / "plugins" / "filter" / "sglbench.py")
 assert _spec and _spec.loader
@@ -291,3 +293,47 @@ def test_a_speculative_instance_is_compared_with_the_first_baseline_of_its_model
 def test_instances_take_gpus_in_the_given_order() -> None:
     inst = flt.instances([cfg(tp=[2])], {"python": "/p", "gpu_ids": [6, 7, 0, 1]})
     assert inst[0]["cuda_visible_devices"] == "6,7"
+
+
+def test_telemetry_option_per_instance() -> None:
+    plain, metrics = flt.instances(
+        [cfg(tp=[2]), cfg(name="m", args={"enable_metrics": True})],
+        {"python": "/p", "gpu_ids": [6, 7, 0, 1]},
+    )
+    defaults = yaml.safe_load((REPO / "roles" / "sglang_cycle" / "defaults" / "main.yml").read_text())
+    settings = defaults["sglang_cycle_bench_defaults"]["telemetry"]
+    got = flt.telemetry(settings, plain, "0.5.23")
+    assert got == {
+        "enabled": True,
+        "gpus": [6, 7],
+        "gpu_interval_ms": 200,
+        "server_interval_ms": 1000,
+        "metrics": False,  # auto: the launch line has no --enable-metrics
+        "load_endpoint": "/v1/loads",
+        "nvidia_smi": "nvidia-smi",
+    }
+    assert "--enable-metrics" in metrics["argv"] and flt.telemetry(settings, metrics, "0.5.23")["metrics"]
+    assert flt.telemetry({**settings, "metrics": "on"}, plain, None)["metrics"] is True
+    assert flt.telemetry(settings, plain, "0.5.9")["load_endpoint"] == "/get_load"
+    assert flt.telemetry({"load_endpoint": False}, plain, "0.5.23")["load_endpoint"] is None
+    assert flt.telemetry({"enabled": False}, plain)["enabled"] is False
+
+
+def test_the_playbook_may_add_enable_metrics_and_says_so() -> None:
+    matrix = [
+        cfg(),
+        cfg(name="own", args={"enable_metrics": True}),
+        cfg(name="x", extra_args=["--enable-metrics"]),
+    ]
+    settings = {"python": "/p", "gpu_ids": [0]}
+    plain = flt.instances(matrix, settings)
+    assert all(i["added_flags"] == [] for i in plain)
+    assert [i["argv"].count("--enable-metrics") for i in plain] == [0, 1, 1]
+    added = flt.instances(matrix, {**settings, "enable_metrics": True})
+    assert [i["added_flags"] for i in added] == [["--enable-metrics"], [], []]
+    assert [i["argv"].count("--enable-metrics") for i in added] == [1, 1, 1]  # never twice
+    assert flt.telemetry({}, added[0], "0.5.23")["metrics"] is True
+    facts = result_schema.RecordFacts(run_id="r", host="h", instance=added[0], outcome="ok")
+    assert facts.to_dict(ended_at=1.0)["config"]["added_flags"] == ["--enable-metrics"]
+    facts = result_schema.RecordFacts(run_id="r", host="h", instance=plain[0], outcome="ok")
+    assert "added_flags" not in facts.to_dict(ended_at=1.0)["config"]

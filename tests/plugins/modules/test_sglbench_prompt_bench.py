@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 
 import pytest
 import sglbench_prompt_bench
@@ -226,11 +227,11 @@ def test_a_point_that_fails_ends_the_call_and_the_points_before_it_are_returned(
     real = sglbench_prompt_bench.run_campaign
     calls = []
 
-    def flaky(spec, progress=None):
+    def flaky(spec, progress=None, hooks=None):
         calls.append(spec.first_repeat)
         if spec.first_repeat == 9:
             raise sglbench_prompt_bench.LoadgenError("cannot connect (injected)")
-        return real(spec, progress)
+        return real(spec, progress, hooks=hooks)
 
     monkeypatch.setattr(sglbench_prompt_bench, "run_campaign", flaky)
     done = run_module(sglbench_prompt_bench, args)
@@ -264,7 +265,7 @@ class _FakeLoad:
     def __init__(self, outcomes, ended_after=None):
         self.outcomes, self.ended_after, self.ran = outcomes, ended_after, []
 
-    def run_campaign(self, spec, progress=None):
+    def run_campaign(self, spec, progress=None, hooks=None):
         self.ran.append(spec.first_repeat)
         return spec.first_repeat
 
@@ -341,3 +342,96 @@ def test_a_spooled_copy_of_a_measurement_the_controller_has_had_is_measured_agai
     again = run_module(sglbench_prompt_bench, args).result["points"]
     assert [(p["key"], p["spooled"]) for p in again] == [("c1-r0", True), ("c2-r1", False)]
     assert again[1]["summary"]["t0_unix"] > first[1]["summary"]["t0_unix"]
+
+
+FAKE_SMI = """#!{python}
+import sys, time
+args = sys.argv[1:]
+ms = int(args[args.index("-lms") + 1])
+gpus = args[args.index("-i") + 1].split(",")
+while True:
+    now = time.time()
+    stamp = time.strftime("%Y/%m/%d %H:%M:%S", time.localtime(now)) + ".%03d" % (int(now * 1000) % 1000)
+    for g in gpus:
+        print(f"{{stamp}}, {{g}}, 250.0, 90, 30, 50000, 2400, 60, 0x0000000000000000", flush=True)
+    time.sleep(ms / 1000)
+"""
+
+
+@pytest.mark.parametrize("procs", [1, 2])
+def test_telemetry_per_point_covers_its_window(run_module, server, tmp_path, procs):
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text(FAKE_SMI.format(python=sys.executable))
+    smi.chmod(0o755)
+    done = run_module(
+        sglbench_prompt_bench,
+        {
+            "url": server.url,
+            "prompts": ["hello", "world", "again"],
+            "concurrency": [2, 4],
+            "num_prompts": 6,
+            "max_new_tokens": 8,
+            "repeats": 1,
+            "warmup": 2,
+            "procs": procs,
+            "return_records": True,
+            "telemetry": {
+                "enabled": True,
+                "gpus": [0, 3],
+                "gpu_interval_ms": 20,
+                "server_interval_ms": 50,
+                "metrics": True,  # the null server has no /metrics: an error, not a failure
+                "nvidia_smi": str(smi),
+            },
+        },
+    )
+    assert not done.failed, done.result
+    points, docs = done.result["summary"]["points"], done.result["telemetry"]
+    assert len(docs) == len(points) == 2
+    for point, doc in zip(points, docs, strict=True):
+        rows = [r for r in done.result["records"] if r["point"] == point["point"] and not r["warmup"]]
+        window, sampling = doc["window"], doc["sampling"]
+        assert window["start"] == pytest.approx(point["t0_unix"] + min(r["sent_s"] for r in rows))
+        assert window["end"] == pytest.approx(point["t0_unix"] + max(r["end_s"] for r in rows))
+        assert doc["clock"]["host_started"] <= sampling["started"] <= window["start"]
+        assert window["end"] <= sampling["stopped"] <= doc["clock"]["host_ended"]
+        times = {g: [r[0] for r in doc["gpu"]["rows"] if r[1] == g] for g in (0, 3)}
+        assert all(ts and max(ts) >= window["end"] - 0.002 for ts in times.values())
+        assert any("GET /metrics answered HTTP 404" in e for e in doc["errors"])
+
+
+def test_telemetry_off_by_default_and_checked(run_module, server):
+    args = {"url": server.url, "prompts": ["x"], "concurrency": [1], "num_prompts": 1, "repeats": 1}
+    done = run_module(sglbench_prompt_bench, args)
+    assert not done.failed and "telemetry" not in done.result
+    done = run_module(sglbench_prompt_bench, {**args, "telemetry": {"enabled": True, "load_endpoint": "v1"}})
+    assert done.failed and "load_endpoint" in done.result["msg"]
+
+
+def test_a_ladder_call_returns_and_spools_each_points_telemetry(run_module, server, tmp_path):
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text(FAKE_SMI.format(python=sys.executable))
+    smi.chmod(0o755)
+    spool = tmp_path / "spool"
+    telemetry = {"enabled": True, "gpus": [0], "gpu_interval_ms": 20, "nvidia_smi": str(smi)}
+    done = run_module(sglbench_prompt_bench, _ladder_args(server, spool, telemetry=telemetry))
+    assert not done.failed, done.result
+    pts, clock = done.result["points"], done.result["clock"]
+    assert clock["host_started"] < clock["host_ended"]
+    for p in pts:
+        doc, summary = p["telemetry"], p["summary"]
+        assert doc["window"]["start"] >= summary["t0_unix"] and doc["window"]["end"] > doc["window"]["start"]
+        assert (
+            doc["sampling"]["started"]
+            <= doc["window"]["start"]
+            <= doc["window"]["end"]
+            <= doc["sampling"]["stopped"]
+        )
+        assert any(r[1] == 0 for r in doc["gpu"]["rows"])
+        # what sampling cost the point is not load
+        assert summary["load_s"] >= summary["duration_s"] and doc["sampling"]["overhead_s"] >= 0
+    # a point returned from the spool brings its telemetry along
+    again = run_module(sglbench_prompt_bench, _ladder_args(server, spool, telemetry=telemetry)).result[
+        "points"
+    ]
+    assert [p["spooled"] for p in again] == [True, True] and again[1]["telemetry"] == pts[1]["telemetry"]
