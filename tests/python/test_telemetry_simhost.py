@@ -39,6 +39,7 @@ import pytest
 import simhost_util as sh
 import yaml
 
+from sglbench import columnar
 from sglbench.hostlib import gpus as hostlib_gpus
 from sglbench.sim import power, truth
 
@@ -100,7 +101,8 @@ def _point_results(attempt_dir: Path) -> list[dict[str, Any]]:
         doc = json.loads(path.read_text())
         key = doc["key"]
         rows = [json.loads(line) for line in (path.parent / f"{key}.requests.jsonl").read_text().splitlines()]
-        raw = json.loads((path.parent / f"{key}.telemetry.json").read_text())
+        raw = columnar.read_telemetry(path.parent, key)  # the Parquet tables the assemble wrote
+        assert raw is not None, f"{path}: no telemetry kept"
         out.append({"summary": doc["summary"], "records": rows, "raw": raw, "figures": doc.get("telemetry")})
     return sorted(out, key=lambda r: r["summary"]["repeat"])
 
