@@ -303,6 +303,7 @@ import contextlib
 import dataclasses
 import time
 from collections.abc import Callable
+from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.sglbench_hostlib import point_spool
@@ -530,12 +531,15 @@ def measure_points(
     server died is a failed point, not a measurement; one that measured some before the server died is kept
     (invalid, its failed requests counted) and the call ends there.
 
-    With ``hooks`` (the ``telemetry`` option), each measured point also carries its raw telemetry document;
-    what sampling cost the point is not part of its ``load_s``."""
+    With ``hooks`` (the ``telemetry`` option), each measured point also carries its raw telemetry document.
+    A point's sampler takes its last sample after the window and stops while the next point runs, so its
+    document joins the point (and its spooled copy) once the next point has run, or at the end of the
+    call; what sampling cost the point is not part of its ``load_s``."""
     sdir, shash = str(spool.get("dir") or ""), str(spool.get("hash") or "")
     seen = {str(k): {float(t) for t in v or []} for k, v in dict(spool.get("seen") or {}).items()}
     if sdir:
         point_spool.prune(sdir, {key for key, _s in specs}, shash)
+    tel = _TelemetryJoin(hooks, host_started, sdir, shash)
     out: list[dict] = []
     meta = None
     for key, one in specs:
@@ -548,45 +552,74 @@ def measure_points(
             continue
         gone = ended(0.0)
         if gone:
-            return out, meta, {"key": key, "msg": f"the server is gone before point {key}: {gone}"}
-        sampled = len(hooks.points) if hooks is not None else 0
+            return tel.done(out), meta, {"key": key, "msg": f"the server is gone before point {key}: {gone}"}
+        sampled = hooks.sampled if hooks is not None else 0
         started = time.monotonic()
         try:
             result = run_campaign(one, hooks=hooks)
         except LoadgenError as err:
             if hooks is not None:
                 hooks.close()
-            return out, meta, {"key": key, "msg": f"prompt benchmark against {one.url} failed: {err}"}
-        elapsed = time.monotonic() - started
+            failed = {"key": key, "msg": f"prompt benchmark against {one.url} failed: {err}"}
+            return tel.done(out), meta, failed
         summary = summary_of(result, lease)
-        telemetry = None
-        if hooks is not None and len(hooks.points) > sampled:  # this point's samples
-            parts = hooks.points[-1]
-            pr = result.points[0]
-            telemetry = point_telemetry(
-                parts, measured_window(pr.t0_wall, pr.records), host_started, time.time()
-            )
-            elapsed -= float((parts.get("sampling") or {}).get("overhead_s") or 0.0)
         # The load generator's whole run for the point (cache flushes, warm-up, measured window, counters):
         # the load the campaign chose to send, told apart from its own overhead (python/sglbench/overhead.py).
-        point = {**summary["points"][0], LOAD_S: round(max(elapsed, 0.0), 4)}
+        point = {**summary["points"][0], LOAD_S: round(time.monotonic() - started, 4)}
         gone = ended(SETTLE_S) if point.get("n_err") else None
         if gone and not point.get("n_ok"):
             msg = f"the server exited during point {key} ({_failed_requests(point)}): {gone}"
-            return out, meta, {"key": key, "msg": msg}
+            return tel.done(out), meta, {"key": key, "msg": msg}
         entry = {"key": key, "summary": point, "meta": summary.get("meta"), "records": record_rows(result)}
-        if telemetry is not None:
-            entry["telemetry"] = telemetry
         meta = meta or entry["meta"]
         out.append({**entry, "spooled": False})
         if sdir:
             try:
                 point_spool.write_spooled(sdir, key, shash, entry)
             except (OSError, ValueError) as err:  # returned all the same; nothing more is measured unkept
-                return out, meta, {"key": None, "msg": f"cannot keep point {key} in the spool {sdir}: {err}"}
+                failed = {"key": None, "msg": f"cannot keep point {key} in the spool {sdir}: {err}"}
+                return tel.done(out), meta, failed
+        if hooks is not None and hooks.sampled > sampled:  # this point handed over a sampler
+            tel.add(len(out) - 1, sampled, result.points[0], out)
         if gone:
-            return out, meta, {"key": None, "msg": f"the server exited during point {key}: {gone}"}
-    return out, meta, None
+            return tel.done(out), meta, {"key": None, "msg": f"the server exited during point {key}: {gone}"}
+    return tel.done(out), meta, None
+
+
+class _TelemetryJoin:
+    """Joins each measured point with its raw telemetry document once its sampler has stopped: the
+    previous point's when the next one is measured, the rest when the call ends (:meth:`done`); the
+    spooled copy of the point is written again with it."""
+
+    def __init__(self, hooks: PointSampling | None, host_started: float, sdir: str, shash: str) -> None:
+        self.hooks, self.host_started, self.sdir, self.shash = hooks, host_started, sdir, shash
+        self.waiting: list[tuple[int, int, Any]] = []  # (index in out, index of its sampler, its result)
+
+    def add(self, index: int, sampler: int, result: Any, out: list[dict]) -> None:
+        self._join(out, upto=len(self.waiting))  # every earlier point's sampler has stopped by now
+        self.waiting.append((index, sampler, result))
+
+    def done(self, out: list[dict]) -> list[dict]:
+        self._join(out, upto=len(self.waiting))
+        return out
+
+    def _join(self, out: list[dict], upto: int) -> None:
+        if self.hooks is None or not self.waiting:
+            return
+        ready, self.waiting = self.waiting[:upto], self.waiting[upto:]
+        parts = self.hooks.collect(max(s for _i, s, _r in ready) + 1)
+        for index, sampler, pr in ready:
+            doc = point_telemetry(
+                parts[sampler], measured_window(pr.t0_wall, pr.records), self.host_started, time.time()
+            )
+            entry = out[index]
+            cost = float((doc.get("sampling") or {}).get("overhead_s") or 0.0)
+            entry["summary"][LOAD_S] = round(max(float(entry["summary"][LOAD_S]) - cost, 0.0), 4)
+            entry["telemetry"] = doc
+            if self.sdir:
+                kept = {k: v for k, v in entry.items() if k != "spooled"}
+                with contextlib.suppress(OSError, ValueError):  # the point itself is spooled already
+                    point_spool.write_spooled(self.sdir, entry["key"], self.shash, kept)
 
 
 def sampling_hooks(p: dict) -> PointSampling | None:

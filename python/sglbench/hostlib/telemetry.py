@@ -769,6 +769,19 @@ class PointSampling:
         self._points.append(parts)
 
     @property
+    def sampled(self) -> int:
+        """How many points have handed over their sampler so far (collected or still stopping)."""
+        return len(self._points) + len(self._pending)
+
+    def collect(self, count: int) -> list[dict[str, Any]]:
+        """The raw parts of the first ``count`` points, in order, waiting only for the samplers those still
+        need (a later point's sampler goes on stopping in the background)."""
+        while len(self._points) < count and self._pending:
+            sampler, cost = self._pending.pop(0)
+            self._add(sampler.stop(), cost)
+        return self._points[:count]
+
+    @property
     def points(self) -> list[dict[str, Any]]:
         """The raw parts of every point so far, in order (collecting the samplers still stopping)."""
         pending, self._pending = self._pending, []
