@@ -644,24 +644,20 @@ def run(module: AnsibleModule, host_started: float) -> None:
     if module.check_mode:
         module.exit_json(changed=False, skipped=True, msg="check mode: the benchmark was not run")
         return
-    if p["points"]:
-        run_points(module, host_started)
-        return
     try:
         hooks = sampling_hooks(p)
     except TelemetryConfigError as err:
         module.fail_json(msg=str(err), telemetry=p["telemetry"])
         return
+    if p["points"]:
+        run_points(module, hooks, host_started)
+        return
     try:
-        if p["synthetic_input_len"] is not None:
-            prompt_list = synthetic_prompts(64, p["synthetic_input_len"], p["seed"])
-        else:
-            prompt_list = prompts_from_params(p["prompts"])
+        prompt_list = prompt_list_of(p)
         spec = bench_spec(p, prompt_list, load_points(p, module))
         spec.validate()
         with guarded(p) as lease:
-            if lease is not None and lease.takeover is not None:
-                module.warn(f"{p['url']}: {lease.takeover.describe()}")
+            warn_takeover(module, p["url"], lease)
             try:
                 result = run_campaign(spec, hooks=hooks)
             finally:
@@ -695,6 +691,19 @@ def run(module: AnsibleModule, host_started: float) -> None:
     )
 
 
+def prompt_list_of(p: dict) -> list:
+    """The prompts to send: I(synthetic_input_len) random-token prompts, else I(prompts)."""
+    if p["synthetic_input_len"] is not None:
+        return synthetic_prompts(64, p["synthetic_input_len"], p["seed"])
+    return prompts_from_params(p["prompts"])
+
+
+def warn_takeover(module: AnsibleModule, url: str, lease: Lease | None) -> None:
+    """Say so when the guard ended a cut-off client of this campaign before the load."""
+    if lease is not None and lease.takeover is not None:
+        module.warn(f"{url}: {lease.takeover.describe()}")
+
+
 def bench_spec(p: dict, prompt_list: list, points: list) -> BenchSpec:
     """The load generator's spec from the module parameters."""
     return BenchSpec(
@@ -722,25 +731,16 @@ def bench_spec(p: dict, prompt_list: list, points: list) -> BenchSpec:
     )
 
 
-def run_points(module: AnsibleModule, host_started: float) -> None:
+def run_points(module: AnsibleModule, hooks: PointSampling | None, host_started: float) -> None:
     """I(points): each point alone, spooled as it ends; the result holds one entry per point (with its
     telemetry document when the option is on) and the call's own start and end on the host (C(clock))."""
     p = module.params
     try:
-        hooks = sampling_hooks(p)
-    except TelemetryConfigError as err:
-        module.fail_json(msg=str(err), telemetry=p["telemetry"])
-        return
-    try:
         todo = todo_points(p)
-        if p["synthetic_input_len"] is not None:
-            prompt_list = synthetic_prompts(64, p["synthetic_input_len"], p["seed"])
-        else:
-            prompt_list = prompts_from_params(p["prompts"])
+        prompt_list = prompt_list_of(p)
         specs = point_specs(bench_spec(p, prompt_list, [todo[0][1]]), todo)
         with guarded(p) as lease:
-            if lease is not None and lease.takeover is not None:
-                module.warn(f"{p['url']}: {lease.takeover.describe()}")
+            warn_takeover(module, p["url"], lease)
             g = p["guard"] or {}
             unit, invocation = str(g.get("unit") or ""), str(g.get("invocation_id") or "")
 

@@ -188,6 +188,38 @@ def plot_throughput(table: pd.DataFrame, colors: dict[str, str]) -> Plot:
     return Plot(key, title, _png(fig), cap)
 
 
+def _grouped_bars(t: pd.DataFrame, colors: dict[str, str], ylabel: str) -> tuple[Figure, list[Any]]:
+    """One panel per TP: per concurrency, one bar per config (``value``) with 95% CI whiskers (``lo``,
+    ``hi``; none where NaN). Rows with a true ``flagged`` (when the column exists) are hatched."""
+    tps = sorted(t["tp"].unique())
+    fig, axes = _tp_axes(len(tps), width=5.0, height=3.6)
+    for ax, tp in zip(axes, tps, strict=True):
+        sub = t[t["tp"] == tp]
+        concs = sorted(sub["concurrency"].dropna().unique())
+        cfgs = sorted(sub["config"].unique())
+        width = 0.8 / max(len(cfgs), 1)
+        for j, cfg in enumerate(cfgs):
+            g = sub[sub["config"] == cfg]
+            xs = [concs.index(c) + (j - (len(cfgs) - 1) / 2) * width for c in g["concurrency"]]
+            ys = list(g["value"])
+            err_lo = [0.0 if _nan(lo) else max(0.0, y - lo) for y, lo in zip(ys, g["lo"], strict=True)]
+            err_hi = [0.0 if _nan(hi) else max(0.0, hi - y) for y, hi in zip(ys, g["hi"], strict=True)]
+            bars = ax.bar(
+                xs, ys, width=width * 0.95, color=colors.get(cfg, "#777777"), label=cfg,
+                yerr=[err_lo, err_hi], capsize=3, ecolor="#333333",
+            )  # fmt: skip
+            flagged = g["flagged"] if "flagged" in g.columns else [False] * len(g)
+            for bar, flag in zip(bars, flagged, strict=True):
+                if flag:
+                    bar.set_hatch("//")
+        ax.set_xticks(range(len(concs)), [str(int(c)) for c in concs])
+        ax.set_title(f"TP {tp}")
+        ax.set_xlabel("concurrent requests")
+        ax.set_ylabel(ylabel)
+        ax.grid(True, axis="y", alpha=0.3)
+    return fig, axes
+
+
 def plot_speedup(table: pd.DataFrame, colors: dict[str, str]) -> Plot:
     key, title = "speedup", "Speedup over the autoregressive baseline"
     t = table[table["speedup"].notna() & (table["baseline"] != table["config"])]
@@ -200,37 +232,10 @@ def plot_speedup(table: pd.DataFrame, colors: dict[str, str]) -> Plot:
             "no speculative config has a baseline (algorithm none) at the same host, TP, model, prompt set "
             "and concurrency",
         )
-    tps = sorted(t["tp"].unique())
-    fig, axes = _tp_axes(len(tps), width=5.0, height=3.6)
-    for ax, tp in zip(axes, tps, strict=True):
-        sub = t[t["tp"] == tp]
-        concs = sorted(sub["concurrency"].dropna().unique())
-        cfgs = sorted(sub["config"].unique())
-        width = 0.8 / max(len(cfgs), 1)
-        for j, cfg in enumerate(cfgs):
-            g = sub[sub["config"] == cfg]
-            xs, ys, err_lo, err_hi = [], [], [], []
-            for r in g.itertuples():
-                xs.append(concs.index(r.concurrency) + (j - (len(cfgs) - 1) / 2) * width)
-                ys.append(r.speedup)
-                err_lo.append(0.0 if _nan(r.speedup_ci_low) else max(0.0, r.speedup - r.speedup_ci_low))
-                err_hi.append(0.0 if _nan(r.speedup_ci_high) else max(0.0, r.speedup_ci_high - r.speedup))
-            ax.bar(
-                xs,
-                ys,
-                width=width * 0.95,
-                color=colors[cfg],
-                label=cfg,
-                yerr=[err_lo, err_hi],
-                capsize=3,
-                ecolor="#333333",
-            )
+    t = t.rename(columns={"speedup": "value", "speedup_ci_low": "lo", "speedup_ci_high": "hi"})
+    fig, axes = _grouped_bars(t, colors, "speedup (x)")
+    for ax in axes:
         ax.axhline(1.0, color="#333333", lw=1, ls="--")
-        ax.set_xticks(range(len(concs)), [str(int(c)) for c in concs])
-        ax.set_title(f"TP {tp}")
-        ax.set_xlabel("concurrent requests")
-        ax.set_ylabel("speedup (x)")
-        ax.grid(True, axis="y", alpha=0.3)
     _legend(axes)
     cap = (
         "Throughput ratio to the algorithm-none config of the same model, TP and concurrency; whiskers = 95% "
@@ -447,32 +452,9 @@ def plot_energy(res: Results, colors: dict[str, str]) -> Plot:
     t = energy_table(res)
     if not len(t):
         return Plot(key, title, None, "", "no point has GPU telemetry with an energy figure")
-    tps = sorted(t["tp"].unique())
-    fig, axes = _tp_axes(len(tps), width=5.0, height=3.6)
-    for ax, tp in zip(axes, tps, strict=True):
-        sub = t[t["tp"] == tp]
-        concs = sorted(sub["concurrency"].dropna().unique())
-        cfgs = sorted(sub["config"].unique())
-        width = 0.8 / max(len(cfgs), 1)
-        for j, cfg in enumerate(cfgs):
-            g = sub[sub["config"] == cfg]
-            xs = [concs.index(c) + (j - (len(cfgs) - 1) / 2) * width for c in g["concurrency"]]
-            ys = list(g["j_per_token"])
-            err_lo = [0.0 if _nan(lo) else max(0.0, y - lo) for y, lo in zip(ys, g["lo"], strict=True)]
-            err_hi = [0.0 if _nan(hi) else max(0.0, hi - y) for y, hi in zip(ys, g["hi"], strict=True)]
-            bars = ax.bar(
-                xs, ys, width=width * 0.95, color=colors.get(cfg, "#777777"), label=cfg,
-                yerr=[err_lo, err_hi], capsize=3, ecolor="#333333",
-            )  # fmt: skip
-            for bar, flagged in zip(bars, g["flagged"], strict=True):
-                if flagged:  # hatched: a repeat was throttled, never steady, or has sample gaps
-                    bar.set_hatch("//")
-        ax.set_xticks(range(len(concs)), [str(int(c)) for c in concs])
-        ax.set_title(f"TP {tp}")
-        ax.set_xlabel("concurrent requests")
-        ax.set_ylabel("J / output token")
+    fig, axes = _grouped_bars(t.rename(columns={"j_per_token": "value"}), colors, "J / output token")
+    for ax in axes:
         ax.set_ylim(bottom=0)
-        ax.grid(True, axis="y", alpha=0.3)
     _legend(axes)
     cap = (
         "GPU energy over each repeat's measured window (board power of the config's GPUs, trapezoid over "
