@@ -11,7 +11,11 @@ chance). The drain at the end of a point is the same question with time reversed
 applied again to the reversed remainder. What is left is the steady window, if it is flat: a series
 that never settled (a pure ramp) keeps its trend there, so the kept batch means are fitted with a line
 and the point is flagged not steady when the fitted change across the window is both more than
-``TREND_REL`` of their mean and more than ``TREND_SIGMAS`` standard errors. A series of fewer than
+``TREND_REL`` of their mean and more than ``TREND_SIGMAS`` standard errors. A line misses a series that
+rose and fell again inside the window (a ramp straight into a drain fits a flat line), so the kept batch
+means must also stay level: none further from their mean than ``LEVEL_REL`` of it or ``LEVEL_SIGMAS``
+times the noise a batch mean has (the pooled within-batch standard deviation over sqrt(5)), whichever is
+larger. A series of fewer than
 ``MIN_BATCHES`` batches is too short to judge; one whose steady part would be shorter than three batches
 is not steady.
 """
@@ -26,6 +30,8 @@ BATCH = 5
 MIN_BATCHES = 4
 TREND_REL = 0.10  # a fitted change of more than 10 % of the mean across the window ...
 TREND_SIGMAS = 3.0  # ... and more than 3 standard errors is a trend, not noise
+LEVEL_REL = 0.25  # a batch mean further than 25 % from the window's mean ...
+LEVEL_SIGMAS = 4.0  # ... and than 4 times a batch mean's noise is a level that moved
 STEADY, NOT_STEADY, TOO_SHORT, NO_SERIES = "steady", "not_steady", "too_short", "no_series"
 
 
@@ -95,6 +101,18 @@ def flat(means: list[float]) -> bool:
     return not (abs(change) > TREND_REL * abs(ym) and abs(change) > TREND_SIGMAS * se)
 
 
+def level(batches: list[list[float]]) -> bool:
+    """Whether the batch means stay level: none further from their mean than ``LEVEL_REL`` of it or
+    ``LEVEL_SIGMAS`` times a batch mean's noise (pooled within-batch standard deviation / sqrt(size))."""
+    means = [sum(b) / len(b) for b in batches]
+    mu = sum(means) / len(means)
+    within = sum(sum((v - m) ** 2 for v in b) for b, m in zip(batches, means, strict=True))
+    dof = sum(len(b) - 1 for b in batches)
+    noise = (within / dof) ** 0.5 / BATCH**0.5 if dof > 0 else 0.0
+    bound = max(LEVEL_REL * abs(mu), LEVEL_SIGMAS * noise)
+    return all(abs(m - mu) <= bound for m in means)
+
+
 def mser5(series: Series, name: str | None = None) -> SteadyWindow:
     """The steady window of a series sampled at a fixed interval: warm-up cut by MSER-5, drain cut by
     MSER-5 on the reversed remainder."""
@@ -109,8 +127,9 @@ def mser5(series: Series, name: str | None = None) -> SteadyWindow:
     rest = means[d:]
     tail = mser_truncation(rest[::-1])
     kept = rest[: len(rest) - tail]
-    if len(kept) < 3 or not flat(kept):  # fewer than 3 batches left: no plateau to speak of
-        return SteadyWindow(NOT_STEADY, series=name)
     first = d * BATCH
     last = (n - tail) * BATCH - 1  # the last sample of the last kept batch
+    batches = [values[i : i + BATCH] for i in range(first, last + 1, BATCH)]
+    if len(kept) < 3 or not flat(kept) or not level(batches):  # fewer than 3 batches: no plateau
+        return SteadyWindow(NOT_STEADY, series=name)
     return SteadyWindow(STEADY, series[first][0], series[last][0], name)

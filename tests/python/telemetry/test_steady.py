@@ -79,3 +79,20 @@ def test_noisy_plateaus_are_steady_across_seeds() -> None:
 def test_ramps_are_not_steady_across_lengths() -> None:
     for n in (20, 40, 100, 400):
         assert steady.mser5(_series([3.0 + i * 0.5 for i in range(n)])).status == steady.NOT_STEADY, n
+
+
+def test_a_ramp_straight_into_a_drain_is_not_steady() -> None:
+    """Running requests of an open-loop point too short to settle: up for 3 s, down for 3 s (a fitted line
+    through it is flat; its level is not)."""
+    rng = random.Random(3)
+    up = [30.0 * i / 34 + rng.gauss(0, 0.7) for i in range(34)]
+    down = [30.0 - 30.0 * i / 28 + rng.gauss(0, 0.7) for i in range(28)]
+    assert steady.mser5(_series([0.0, 0.0, *up, *down], dt=0.1)).status == steady.NOT_STEADY
+
+
+def test_a_plateau_with_poisson_noise_stays_level() -> None:
+    """Counts around 25 with their natural spread (sd 5) are one level, whatever the seed."""
+    for seed in range(20):
+        rng = random.Random(seed)
+        values = [max(0.0, rng.gauss(25.0, 5.0)) for _ in range(60)]
+        assert steady.mser5(_series(values)).status == steady.STEADY, seed
