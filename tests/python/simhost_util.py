@@ -89,6 +89,19 @@ def start(argv: list[str], name: str, log: Path, **extra_env: str) -> subprocess
     )
 
 
+def point_files(points_dir: Path, pattern: str = "*") -> list[Path]:
+    """The point files (``<key>.json``) of a ``points/`` directory, without the raw telemetry documents
+    (``<key>.telemetry.json``) that lie beside them until the attempt is assembled."""
+    return sorted(p for p in points_dir.glob(f"{pattern}.json") if not p.name.endswith(".telemetry.json"))
+
+
+def point_files_below(directory: Path) -> list[Path]:
+    """Every point file anywhere below ``directory`` (e.g. ``previous/``), raw telemetry left out."""
+    if not directory.exists():
+        return []
+    return sorted(p for p in directory.rglob("*.json") if not p.name.endswith(".telemetry.json"))
+
+
 def wait_for(cond: Callable[[], bool], timeout: float, what: str, log: Path | None = None) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

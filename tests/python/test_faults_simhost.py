@@ -45,6 +45,9 @@ NAME = f"sglbench-simhost-faults-{os.getpid()}"
 CONFIG = "qwen3-8b-ar"
 INSTANCE = f"{CONFIG}-tp1"
 KEYS = ["c1-r0", "c1-r1"]
+# Points of 6 s for the scenarios that strike mid-point: the ladder is one host call, so the fault must land
+# while its second point runs, and reading the host takes seconds on a loaded machine.
+LONG = sh.LOAD | {"duration_s": 6}
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +116,7 @@ class Chain:
         """The points measured so far: committed on the controller, or kept in the host's spool while the
         ladder's host call still runs (it returns all of them at its end)."""
         try:
-            committed = {p.stem for p in self.points(self.run_dir(log.read_text())).glob("c*.json")}
+            committed = {p.stem for p in sh.point_files(self.points(self.run_dir(log.read_text())), "c*")}
         except AssertionError:
             return set()
         out = sh.host(NAME, "sh", "-c", f"ls /run/sglbench/spool/*-{INSTANCE}/ 2>/dev/null")
@@ -127,7 +130,7 @@ class Chain:
 
     # -- the four checks ------------------------------------------------------------------------------------
     def points_ok(self, run: Path) -> str:
-        for f in sorted(self.points(run).glob("*.json")):
+        for f in sh.point_files(self.points(run)):
             doc = json.loads(f.read_text())  # a partial file would not parse
             if doc["outcome"] == "ok":
                 rows = f.with_name(f"{f.stem}.requests.jsonl")
@@ -163,7 +166,7 @@ def _completed(c: Chain, run: Path) -> None:
     can be invalid by the client's own self-check when the machine is loaded; that is not under test.)"""
     rec = json.loads((run / "simhost" / INSTANCE / "record.json").read_text())
     assert rec["outcome"] == "ok", rec.get("failure")
-    assert sorted(p.stem for p in c.points(run).glob("c*.json")) == KEYS
+    assert [p.stem for p in sh.point_files(c.points(run), "c*")] == KEYS
     assert [(p["point"], p["repeat"]) for p in rec["benchmark"]["points"]] == [("c1", 0), ("c1", 1)]
 
 
@@ -262,18 +265,18 @@ def _scenarios(c: Chain, disk: Path) -> None:
 
     # 5. the server hangs mid-point: its requests time out, the point is kept invalid (never reused), the
     #    unit is stopped, and the run resumed by id measures that point again on a fresh server
-    hang_load = sh.LOAD | {"request_timeout_s": 3}
+    hang_load = LONG | {"request_timeout_s": 3}
     g, log_g = c.start("--fresh", load=hang_load)
-    sh.wait_for(lambda: c.has_point(log_g), 300, "a measured point", log_g)
+    before: set[str] = set()
+    sh.wait_for(lambda: bool(before.update(c.measured(log_g)) or before), 300, "a measured point", log_g)
     run_g = c.run_dir(log_g.read_text())
-    before = c.measured(log_g)
     frozen = sh.host(NAME, "systemctl", "kill", "--signal=SIGSTOP", f"sglang-{INSTANCE}.service")
     assert frozen.returncode == 0, frozen.stderr
     code = g.wait(900)
     text = log_g.read_text()
     assert code == 1, text[-3000:]
     # the points measured against the frozen server failed, or were kept with their requests counted failed
-    after = c.points(run_g).glob("c*.json")
+    after = sh.point_files(c.points(run_g), "c*")
     hung = {p.stem: json.loads(p.read_text()) for p in after if p.stem not in before}
     why = {k: (d["outcome"], (d.get("summary") or {}).get("invalid_reasons")) for k, d in hung.items()}
     assert hung and all(
@@ -294,7 +297,7 @@ def _scenarios(c: Chain, disk: Path) -> None:
 
     # 6. the server is SIGKILLed mid-point: the attempt fails in the bench phase, nothing it measured after
     #    the kill is kept valid, the run resumed by id measures the rest on a fresh server
-    k, log_k = c.start("--fresh")
+    k, log_k = c.start("--fresh", load=LONG)
     sh.wait_for(lambda: c.has_point(log_k), 300, "a measured point", log_k)
     run_k = c.run_dir(log_k.read_text())
     shot = sh.host(NAME, "systemctl", "kill", "--signal=SIGKILL", f"sglang-{INSTANCE}.service")
@@ -305,7 +308,7 @@ def _scenarios(c: Chain, disk: Path) -> None:
     failure = json.loads((run_k / "simhost" / INSTANCE / "record.json").read_text()).get("failure") or {}
     assert (failure.get("phase"), failure.get("cause")) == ("bench", "server_exited"), failure
     points_k, gpus_k = c.points_ok(run_k), c.gpus_ok()
-    code, text = c.run("--run-id", run_k.name)
+    code, text = c.run("--run-id", run_k.name, load=LONG)
     assert code in (0, 1) and c.run_dir(text) == run_k, text[-3000:]
     _completed(c, run_k)
     c.row(
@@ -318,7 +321,7 @@ def _scenarios(c: Chain, disk: Path) -> None:
 
     # 7. the GPU host goes away mid-point (container killed like a power loss): exit 2 naming the host, the
     #    run resumable; once the host is back, the next run resumes it in place and completes it
-    h, log_h = c.start("--fresh")
+    h, log_h = c.start("--fresh", load=LONG)
     sh.wait_for(lambda: c.has_point(log_h), 300, "a measured point", log_h)
     run_h = c.run_dir(log_h.read_text())
     c.leaks += sh.grep_host(NAME, c.key)  # its journal does not survive the restart: look now
@@ -336,7 +339,7 @@ def _scenarios(c: Chain, disk: Path) -> None:
         60,
         "the sim host to boot again",
     )
-    code, text = c.run()
+    code, text = c.run(load=LONG)
     assert code in (0, 1) and c.run_dir(text) == run_h, text[-3000:]
     _completed(c, run_h)
     c.row(

@@ -173,7 +173,7 @@ def test_kill_mid_benchmark_then_resume(
     assert len(spooled) >= 2, (tmp_path / "run1.log").read_text()[-3000:]
     # the ladder is one host call, killed before it returned: nothing committed on the controller (the cut-off
     # client may go on spooling points until run 2's stop ends it)
-    assert not list((ar / "points").glob("c*.json")), "the kill came too late: the call had returned"
+    assert not sh.point_files(ar / "points", "c*"), "the kill came too late: the call had returned"
     assert not (ar / "record.json").exists() and not (dflash / "record.json").exists()
 
     # 2. re-run the same campaign: completes it, the spooled points taken from the host as they were
@@ -183,7 +183,7 @@ def test_kill_mid_benchmark_then_resume(
     for d in (ar, dflash):
         rec = _read(d / "record.json")
         assert rec["outcome"] == "ok" and rec["simulated"] is True
-        assert sorted(p.stem for p in (d / "points").glob("*.json")) == KEYS
+        assert [p.stem for p in sh.point_files(d / "points")] == KEYS
         pts = [(p["point"], p["repeat"]) for p in rec["benchmark"]["points"]]
         assert pts == [("c1", 0), ("c1", 1), ("c2", 0), ("c2", 1)]  # each point once, in order
         rows = pq.read_table(d / "requests.parquet").to_pylist()
@@ -215,7 +215,7 @@ def test_kill_mid_benchmark_then_resume(
     )
     stale = list((ar / "previous").glob("*-stale"))
     assert len(stale) == 1 and (stale[0] / "record.json").is_file()
-    assert sorted(p.stem for p in (stale[0] / "points").glob("*.json")) == KEYS
+    assert [p.stem for p in sh.point_files(stale[0] / "points")] == KEYS
     # the unchanged config was reused as it was: same record, its server not started again
     assert (dflash / "record.json").stat().st_mtime_ns == dflash_mtime
     assert _read(dflash / "record.json")["identity"]["hash"] == dflash_hash
@@ -249,7 +249,7 @@ def test_server_exit_mid_benchmark_is_classified_and_the_campaign_goes_on(
     assert any("illegal memory access" in line for line in failure["lines"]), failure
     assert failure["unit_state"]["active_state"] == "failed"
     assert "Scheduler hit an exception" in (host_dir / "kr-ar-tp1" / "journal.log").read_text()
-    points = {p.stem: _read(p) for p in (host_dir / "kr-ar-tp1" / "points").glob("c*.json")}
+    points = {p.stem: _read(p) for p in sh.point_files(host_dir / "kr-ar-tp1" / "points", "c*")}
     assert any(p["outcome"] == "ok" for p in points.values()), points.keys()  # measured before the exit
     assert any(p["outcome"] == "failed" for p in points.values()), points.keys()
     nxt = _read(host_dir / "kr-dflash-tp1" / "record.json")
@@ -274,7 +274,7 @@ def test_point_measured_while_the_server_died_is_invalid_and_never_reused(
     _run(results, matrix, tmp_path / "run1.log")  # its exit code is the play's failure summary (defect 7)
     ar = results / RUN_ID / "simhost" / "kr-ar-tp1"
     log1 = (tmp_path / "run1.log").read_text()[-4000:]
-    docs = {p.stem: _read(p) for p in (ar / "points").glob("c*.json")}
+    docs = {p.stem: _read(p) for p in sh.point_files(ar / "points", "c*")}
     brief = {k: (d["outcome"], (d["summary"] or {}).get("n_err")) for k, d in docs.items()}
     assert brief == {"c1-r0": ("ok", 0), "c1-r1": ("ok", brief["c1-r1"][1])}, (brief, log1)
     summary = docs["c1-r1"]["summary"]

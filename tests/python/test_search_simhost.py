@@ -182,7 +182,7 @@ def test_search_finds_the_models_limits_and_crossover_and_survives_a_sigkill(
     deadline = time.monotonic() + 900
     try:
         while time.monotonic() < deadline and proc.poll() is None:
-            if len(list((df_dir / "points").glob("c*.json"))) >= 9:
+            if len(sh.point_files(df_dir / "points", "c*")) >= 9:
                 break
             time.sleep(0.2)
     finally:
@@ -190,8 +190,8 @@ def test_search_finds_the_models_limits_and_crossover_and_survives_a_sigkill(
             proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=60)
         log1.close()
-    first = {p.stem: p.stat().st_mtime_ns for p in (df_dir / "points").glob("c*.json")}
-    base_first = {p.stem: p.stat().st_mtime_ns for p in (ar_dir / "points").glob("c*.json")}
+    first = {p.stem: p.stat().st_mtime_ns for p in sh.point_files(df_dir / "points", "c*")}
+    base_first = {p.stem: p.stat().st_mtime_ns for p in sh.point_files(ar_dir / "points", "c*")}
     assert len(first) >= 9, (tmp_path / "run1.log").read_text()[-3000:]
     assert (ar_dir / "record.json").exists(), "the baseline's attempt had not ended"
     assert not (df_dir / "record.json").exists(), "the kill came too late: DFlash's search had ended"
@@ -212,9 +212,10 @@ def test_search_finds_the_models_limits_and_crossover_and_survives_a_sigkill(
     res = df["benchmark"]["resume"]
     assert set(first) <= set(res["reused"]) and not set(first) & set(res["measured"])
     assert all((df_dir / "points" / f"{k}.json").stat().st_mtime_ns == m for k, m in first.items())
-    assert {p.stem: p.stat().st_mtime_ns for p in (ar_dir / "points").glob("c*.json")} == base_first
+    assert {p.stem: p.stat().st_mtime_ns for p in sh.point_files(ar_dir / "points", "c*")} == base_first
     for d in (ar_dir, df_dir):
-        moved = [p for p in (d / "previous").rglob("*.json")] if (d / "previous").exists() else []
+        # a killed point's rows and raw telemetry may be moved aside, never a committed point
+        moved = sh.point_files_below(d / "previous")
         assert moved == [], (
             moved
         )  # no committed point was ever moved aside (only a killed point's rows may be)

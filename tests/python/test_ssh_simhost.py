@@ -70,7 +70,7 @@ class Campaign:
 
     def committed(self, log: Path) -> set[str]:
         try:
-            return {p.stem for p in self.points(log).glob("c*.json")}
+            return {p.stem for p in sh.point_files(self.points(log), "c*")}
         except AssertionError:
             return set()
 
