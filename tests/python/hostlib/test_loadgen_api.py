@@ -173,3 +173,30 @@ def test_error_from_response_hints():
     assert "api-key-file" in api.error_from_response(401, b'{"error":{"message":"Unauthorized"}}')
     assert "--api" in api.error_from_response(404, b"not found")
     assert api.error_from_response(500, b"boom").startswith("HTTP 500")
+
+
+def test_native_decoder_keeps_whole_output_ids_only_when_asked():
+    events = [native_event(4), native_event(9, final=True), b"[DONE]"]
+    kept = api.RequestRecord(idx=0, prompt_id="p", category="c")
+    dec = api.StreamDecoder("native", kept, keep_output_ids=True)
+    dec.on_event(events, 1.0)
+    dec.finish()
+    assert kept.output_ids == list(range(9))
+    plain = api.RequestRecord(idx=0, prompt_id="p", category="c")
+    dec = api.StreamDecoder("native", plain)
+    dec.on_event(events, 1.0)
+    dec.finish()
+    assert plain.output_ids is None
+
+
+def test_incremental_output_ids_are_not_taken_for_the_whole_output():
+    # --incremental-streaming-output: the final event carries only the last increment.
+    final = json.loads(native_event(9, final=True))
+    final["output_ids"] = [7, 8]
+    rec = api.RequestRecord(idx=0, prompt_id="p", category="c")
+    dec = api.StreamDecoder("native", rec, keep_output_ids=True)
+    dec.on_event([native_event(7), json.dumps(final).encode()], 1.0)
+    dec.finish()
+    assert rec.completion_tokens == 9 and rec.output_ids is None
+    assert api.complete_output_ids([1, True], 2) is None
+    assert api.complete_output_ids([1, 2], 2) == [1, 2]
