@@ -467,6 +467,11 @@ class SimApp:
                 self.spec.accept_mean,
                 self.settings.accept_dist,
             )
+        # SGLBENCH_SIM_DIVERGE: this speculative request returns other tokens than the baseline would.
+        diverge = self.settings.diverge if self.spec is not None and not is_health else None
+        diverge_at = None
+        if diverge is not None and textgen.diverges(self.settings.seed, key, diverge.share):
+            diverge_at = diverge.position
         stop_ids = sp.get("stop_token_ids") or []
         stop = sp.get("stop")
         stops = [stop] if isinstance(stop, str) else (stop if isinstance(stop, list) else [])
@@ -476,7 +481,7 @@ class SimApp:
             prompt_ids=list(prompt_ids),
             max_new_tokens=max_new,
             ignore_eos=bool(sp.get("ignore_eos", False)),
-            generator=textgen.Generator(self.settings.seed, key, self.settings.output_len),
+            generator=textgen.Generator(self.settings.seed, key, self.settings.output_len, diverge_at),
             sampler=sampler,
             eos_id=self.eos_id,
             stop_token_ids=frozenset(int(x) for x in stop_ids if isinstance(x, int)),

@@ -1,0 +1,70 @@
+"""The stand-in's speculative outputs against its own baseline: identical token ids at temperature 0
+unless SGLBENCH_SIM_DIVERGE makes them differ, and the losslessness gate tells the two apart."""
+
+from __future__ import annotations
+
+import pytest
+from sim_harness import Sim, model, sse_events
+
+from sglbench import lossless
+from sglbench.hostlib import loadgen_api as api
+from sglbench.sim import settings
+
+PROMPTS = [f"losslessness probe number {i}: say something" for i in range(16)]
+SPEC_ARGS = [
+    "--speculative-algorithm",
+    "EAGLE3",
+    "--speculative-draft-model-path",
+    model("eagle3-qwen3-8b"),
+    "--speculative-num-draft-tokens",
+    "4",
+]
+
+
+def _outputs(sim: Sim) -> list[tuple[tuple[str, str], list[int]]]:
+    """Each prompt streamed on the native API and decoded as the load generator does."""
+    out = []
+    for i, text in enumerate(PROMPTS):
+        body = {"text": text, "stream": True, "sampling_params": {"max_new_tokens": 24, "ignore_eos": True}}
+        status, raw, _ = sim.request("/generate", body)
+        assert status == 200
+        rec = api.RequestRecord(idx=i, prompt_id=f"p{i}", category="c", http_status=200)
+        dec = api.StreamDecoder("native", rec, keep_output_ids=True)
+        dec.on_event([p.encode() for p in sse_events(raw)], 0.0)
+        dec.finish()
+        assert rec.error is None and rec.output_ids is not None and len(rec.output_ids) == 24
+        out.append((("s", f"p{i}"), rec.output_ids))
+    return out
+
+
+def test_gate_passes_a_clean_stand_in_and_catches_injected_divergence(start_sim) -> None:
+    args = ["--model-path", model("qwen3-8b")]
+    base = dict(_outputs(start_sim(args)))
+    clean = lossless.compare(base, _outputs(start_sim(args + SPEC_ARGS)))
+    assert clean.status == lossless.PASS and clean.n_exact == len(PROMPTS)
+
+    lossy = lossless.compare(base, _outputs(start_sim(args + SPEC_ARGS, SGLBENCH_SIM_DIVERGE="0.5:5")))
+    assert lossy.status == lossless.FAIL
+    assert 0 < lossy.n_exact < len(PROMPTS)  # some requests were picked, not all
+    assert set(lossy.divergences) == {5}
+
+
+def test_divergence_only_touches_speculative_configs(start_sim) -> None:
+    args = ["--model-path", model("qwen3-8b")]
+    body = {"text": PROMPTS[0], "sampling_params": {"max_new_tokens": 12, "ignore_eos": True}}
+    plain = start_sim(args).json("/generate", body)[1]["output_ids"]
+    again = start_sim(args, SGLBENCH_SIM_DIVERGE="1:0").json("/generate", body)[1]["output_ids"]
+    assert plain == again
+
+
+@pytest.mark.parametrize("raw", ["2", "0.5:-1", "x", "0.5:3:1"])
+def test_bad_diverge_setting_names_the_variable(raw: str) -> None:
+    with pytest.raises(settings.SimSettingsError, match="SGLBENCH_SIM_DIVERGE"):
+        settings.load_settings({"SGLBENCH_SIM_DIVERGE": raw})
+
+
+def test_diverge_setting_parses_share_and_position() -> None:
+    assert settings.load_settings({}).diverge is None
+    d = settings.load_settings({"SGLBENCH_SIM_DIVERGE": "0.25:16"}).diverge
+    assert d is not None and (d.share, d.position) == (0.25, 16)
+    assert settings.load_settings({"SGLBENCH_SIM_DIVERGE": "0.5"}).diverge == settings.Diverge(0.5, 8)
