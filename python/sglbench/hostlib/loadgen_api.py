@@ -81,6 +81,8 @@ class RequestRecord:
     spec_accept_rate: float | None = None
     spec_accept_token_num: int | None = None
     spec_draft_token_num: int | None = None
+    # Verify steps by number of correct draft tokens (index k: k drafts accepted before the bonus token).
+    spec_accept_histogram: list[int] | None = None
     # Output token ids (native API, greedy sampling, measured requests; None otherwise or when the server
     # streams increments): what the losslessness gate compares between configs.
     output_ids: list[int] | None = None
@@ -335,10 +337,16 @@ class StreamDecoder:
         rec.finish_reason = _finish_reason_str(meta.get("finish_reason"))
         if rec.finish_reason and rec.finish_reason.startswith("abort"):
             rec.error = rec.error or f"server aborted the request ({rec.finish_reason})"
-        for key in ("spec_verify_ct", "spec_accept_token_num", "spec_draft_token_num"):
-            v = meta.get(key)
-            if isinstance(v, int):
-                setattr(rec, key, v)
+        v = meta.get("spec_verify_ct")
+        if isinstance(v, int):
+            rec.spec_verify_ct = v
+        for field_name, keys in facts.SPEC_META_KEYS:  # each release's spelling, newest first
+            v = next((meta[k] for k in keys if meta.get(k) is not None), None)
+            if field_name == "spec_accept_histogram":
+                if isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+                    rec.spec_accept_histogram = v
+            elif isinstance(v, int) and not isinstance(v, bool):
+                setattr(rec, field_name, v)
         for key in ("spec_accept_length", "spec_accept_rate"):
             v = meta.get(key)
             if isinstance(v, (int, float)):

@@ -674,9 +674,10 @@ REQUEST_ROW_TYPES: dict[str, tuple[type, ...]] = {
     "spec_verify_ct": _NUM,
     "spec_accept_length": _NUM,
     "output_ids": (list,),
+    "spec_accept_histogram": (list,),
 }
-# List fields of whole numbers (token ids), stored as integer lists rather than floats.
-REQUEST_INT_LISTS = frozenset({"output_ids"})
+# List fields of whole numbers (token ids, counts), stored as integer lists rather than floats.
+REQUEST_INT_LISTS = frozenset({"output_ids", "spec_accept_histogram"})
 # Per-request fields kept as they are in the requests frame (raw chunk timing is reduced to ttft/e2e).
 REQUEST_FIELDS = (
     "idx",

@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from sglbench.hostlib import sglang_facts as facts
+from sglbench.hostlib.sglang_facts import spec_meta_keys
 from sglbench.sim import release, textgen
 from sglbench.sim.engine import Engine, SimRequest
 from sglbench.sim.httpserver import Request, Response, StreamingResponse, json_response
@@ -328,6 +329,7 @@ class SimApp:
         self.load_weights_seconds = 0.0
         # the impersonated release follows what was checked against the real 0.5.23 (release.py)
         self.follows_contract = release.at_least(settings.sglang_version)
+        self.spec_meta_keys = spec_meta_keys(settings.sglang_version)
         self.startup_available_gib = 0.0  # the summary line's available memory (set by the server)
         self.capture_bs: list[int] = []  # CUDA-graph batch sizes ([] with --disable-cuda-graph)
         self.launch_argv: list[str] = []  # the command line's flags (0.5.23's launch_command)
@@ -587,9 +589,14 @@ class SimApp:
                 hist[min(n, len(hist)) - 1] += c
             meta["spec_accept_length"] = (len(req.output_ids) / req.verify_ct) if req.verify_ct else 0.0
             meta["spec_accept_rate"] = accepted / draft if req.verify_ct else 0.0
-            meta["spec_accept_token_num"] = accepted
-            meta["spec_draft_token_num"] = draft
-            meta["spec_accept_histogram"] = hist
+            values = {
+                "spec_accept_token_num": accepted,
+                "spec_draft_token_num": draft,
+                "spec_accept_histogram": hist,
+            }
+            for field_name, keys in self.spec_meta_keys.items():  # the impersonated release's spelling
+                for k in keys:
+                    meta[k] = values[field_name]
 
     def _wall(self, mono: float) -> float:
         """A monotonic instant as a Unix timestamp (SGLang reports wall-clock ``*_ts`` / ``*_time``)."""

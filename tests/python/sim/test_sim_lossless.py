@@ -68,3 +68,20 @@ def test_diverge_setting_parses_share_and_position() -> None:
     d = settings.load_settings({"SGLBENCH_SIM_DIVERGE": "0.25:16"}).diverge
     assert d is not None and (d.share, d.position) == (0.25, 16)
     assert settings.load_settings({"SGLBENCH_SIM_DIVERGE": "0.5"}).diverge == settings.Diverge(0.5, 8)
+
+
+@pytest.mark.parametrize(
+    ("version", "present", "absent"),
+    [
+        ("0.5.10", "spec_accept_histogram", "spec_correct_drafts_histogram"),
+        ("0.5.18", "spec_correct_drafts_histogram", "spec_accept_token_num"),
+        ("0.5.23", "spec_num_correct_drafts", "spec_accepted_drafts"),
+    ],
+)
+def test_spec_counters_spelled_as_the_impersonated_release(start_sim, version, present, absent) -> None:
+    sim = start_sim(["--model-path", model("qwen3-8b"), *SPEC_ARGS], SGLBENCH_SIM_SGLANG_VERSION=version)
+    body = {"text": PROMPTS[0], "sampling_params": {"max_new_tokens": 16, "ignore_eos": True}}
+    meta = sim.json("/generate", body)[1]["meta_info"]
+    assert present in meta and absent not in meta
+    if version == "0.5.18":  # the old names kept as aliases
+        assert meta["spec_accept_histogram"] == meta["spec_correct_drafts_histogram"]
