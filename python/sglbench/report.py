@@ -27,7 +27,7 @@ from typing import Any
 import pandas as pd
 from matplotlib.figure import Figure
 
-from sglbench import bootstrap, columnar, events, lossless, outfiles
+from sglbench import acceptance, bootstrap, columnar, events, lossless, outfiles
 from sglbench.deploy import store
 from sglbench.deploy import text as deploy_text
 from sglbench.deploy.answer import Answer
@@ -986,6 +986,7 @@ def _figures(res: Results, plots: list[Plot], answers: Sequence[Answer]) -> list
         _img(by_key["latency"]),
         f"<h2>{ACCEPTANCE}</h2>",
         _img(by_key["acceptance"]),
+        *_acceptance_positions(res),
         f"<h2>{SCALING}</h2>",
         _img(by_key["scaling"]),
         f"<h2>{TELEMETRY}</h2>",
@@ -1030,6 +1031,19 @@ def _telemetry_method(res: Results) -> str:
         "window; steady state is MSER-5 on running requests; the host/controller clock offset and its "
         "uncertainty are recorded per point (docs/records.md, &quot;Telemetry&quot;).</li>"
     )
+
+
+def _acceptance_positions(res: Results) -> list[str]:
+    """Acceptance per draft position, per point and per category, for configs whose server returned
+    per-request acceptance histograms (nothing otherwise)."""
+    positions = acceptance.position_table(acceptance.histograms(res))
+    if not len(positions):
+        return []
+    parts = [f"<h3>{acceptance.HEADING}</h3>", f"<p class='note'>{_e(acceptance.NOTE)}</p>"]
+    for tp, grp in positions.groupby("tp", sort=True):
+        parts.append(f"<h4>TP {tp}</h4>")
+        parts.append(_html_table(acceptance.display_rows(grp), left=("config", "point", "category")))
+    return parts
 
 
 def _lossless(gate: pd.DataFrame) -> list[str]:

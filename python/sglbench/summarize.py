@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from sglbench import bootstrap, events, lossless, outfiles, tables
+from sglbench import acceptance, bootstrap, events, lossless, outfiles, tables
 from sglbench.hostlib import result_schema
 from sglbench.overhead import campaign_overhead, overhead_lines
 from sglbench.records import RecordError
@@ -489,6 +489,14 @@ def to_markdown(
         parts.append(f"{h2}TP {tp}\n")
         parts.append(tables.render(display_rows(grp), fmt))
         parts.append("")
+    positions = acceptance.position_table(acceptance.histograms(res))
+    if len(positions):
+        parts.append(f"{h2}{acceptance.HEADING}\n")
+        parts.append(acceptance.NOTE + "\n")
+        for tp, grp in positions.groupby("tp", sort=True):
+            parts.append(f"TP {tp}:\n")
+            parts.append(tables.render(acceptance.display_rows(grp), fmt))
+            parts.append("")
     if last:
         parts.append(last)
     return "\n".join(parts)
