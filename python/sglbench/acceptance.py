@@ -29,8 +29,9 @@ ALL = "all"
 HEADING = "Acceptance by draft position"
 NOTE = (
     "Per speculative config, from each request's acceptance histogram (verify steps by correct draft "
-    "tokens): pN = share of verify steps that reached draft position N and accepted it; accepted drafts / "
-    "step excludes the bonus token. Rows per point over all categories, then per category over all points."
+    "tokens): the histogram as shares of verify steps by accepted drafts; pN = share of verify steps that "
+    "reached draft position N and accepted it; accepted drafts / step excludes the bonus token. Rows per "
+    "point over all categories, then per category over all points."
 )
 MAX_POSITIONS = 8  # positions shown in the tables; the rest are in the frame
 
@@ -126,8 +127,8 @@ def position_table(hist: pd.DataFrame) -> pd.DataFrame:
 
 
 def display_rows(table: pd.DataFrame) -> list[dict[str, str]]:
-    """Human-formatted rows: config, point, category, requests, steps, mean accepted drafts, acceptance
-    at positions 1 .. MAX_POSITIONS."""
+    """Human-formatted rows: config, point, category, requests, steps, mean accepted drafts, the histogram
+    (share of verify steps by accepted drafts) and the acceptance at positions 1 .. MAX_POSITIONS."""
     positions = sorted((int(c.split("_")[1]) for c in table.columns if c.startswith("pos_")), key=int)[
         :MAX_POSITIONS
     ]
@@ -141,6 +142,8 @@ def display_rows(table: pd.DataFrame) -> list[dict[str, str]]:
             "verify steps": str(r["steps"]),
             "accepted drafts / step": "-" if np.isnan(r["accepted_mean"]) else f"{r['accepted_mean']:.2f}",
         }
+        shares = np.asarray(r["shares"], dtype=float)[: MAX_POSITIONS + 1]
+        d["steps by accepted drafts 0/1/2/…"] = " ".join(f"{x:.2f}" for x in shares)
         for j in positions:
             v = r.get(f"pos_{j}")
             d[f"p{j}"] = "-" if v is None or np.isnan(v) else f"{v:.2f}"

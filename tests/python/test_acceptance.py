@@ -52,8 +52,9 @@ def test_tables_per_point_and_per_category(tmp_path):
     assert c1["steps"] == 8 and c1["accepted_mean"] == pytest.approx((1 + 4 + 8) / 8)
     code = table.loc[("all", "code")]
     assert code["requests"] == 1 and code["pos_1"] == 1.0 and code["pos_2"] == 1.0
-    shown = acceptance.display_rows(acceptance.position_table(hist))
-    assert {"p1", "p2", "accepted drafts / step"} <= set(shown[0])
+    shown = {(r["point"], r["category"]): r for r in acceptance.display_rows(acceptance.position_table(hist))}
+    assert shown[("all", "chat")]["steps by accepted drafts 0/1/2/…"] == "0.12 0.38 0.50"
+    assert shown[("all", "chat")]["p1"] == "0.88" and shown[("all", "code")]["p2"] == "1.00"
 
 
 def test_no_histogram_no_rows_and_no_request_read(tmp_path):
