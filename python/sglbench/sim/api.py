@@ -578,25 +578,26 @@ class SimApp:
         return text
 
     def _spec_meta(self, req: SimRequest, meta: dict[str, Any]) -> None:
-        if self.spec is None:
+        # Every catalogued release adds the speculative counters only when the request finished after at
+        # least one verify step (tokenizer_manager's _calculate_spec_decoding_metrics), never mid-stream.
+        if self.spec is None or not req.done or not req.verify_ct:
             return
+        accepted = sum((n - 1) * c for n, c in req.accept_hist.items())
+        draft = req.verify_ct * max(1, self.spec.num_draft_tokens - 1)
+        hist = [0] * self.spec.num_draft_tokens
+        for n, c in req.accept_hist.items():
+            hist[min(n, len(hist)) - 1] += c
+        meta["spec_accept_rate"] = accepted / draft
+        meta["spec_accept_length"] = len(req.output_ids) / req.verify_ct
         meta["spec_verify_ct"] = req.verify_ct
-        if req.done:
-            accepted = sum((n - 1) * c for n, c in req.accept_hist.items())
-            draft = req.verify_ct * max(1, self.spec.num_draft_tokens - 1)
-            hist = [0] * self.spec.num_draft_tokens
-            for n, c in req.accept_hist.items():
-                hist[min(n, len(hist)) - 1] += c
-            meta["spec_accept_length"] = (len(req.output_ids) / req.verify_ct) if req.verify_ct else 0.0
-            meta["spec_accept_rate"] = accepted / draft if req.verify_ct else 0.0
-            values = {
-                "spec_accept_token_num": accepted,
-                "spec_draft_token_num": draft,
-                "spec_accept_histogram": hist,
-            }
-            for field_name, keys in self.spec_meta_keys.items():  # the impersonated release's spelling
-                for k in keys:
-                    meta[k] = values[field_name]
+        values = {
+            "spec_accept_token_num": accepted,
+            "spec_draft_token_num": draft,
+            "spec_accept_histogram": hist,
+        }
+        for field_name, keys in self.spec_meta_keys.items():  # the impersonated release's spelling
+            for k in keys:
+                meta[k] = values[field_name]
 
     def _wall(self, mono: float) -> float:
         """A monotonic instant as a Unix timestamp (SGLang reports wall-clock ``*_ts`` / ``*_time``)."""

@@ -3,6 +3,8 @@ unless SGLBENCH_SIM_DIVERGE makes them differ, and the losslessness gate tells t
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from sim_harness import Sim, model, sse_events
 
@@ -85,3 +87,18 @@ def test_spec_counters_spelled_as_the_impersonated_release(start_sim, version, p
     assert present in meta and absent not in meta
     if version == "0.5.18":  # the old names kept as aliases
         assert meta["spec_accept_histogram"] == meta["spec_correct_drafts_histogram"]
+
+
+def test_spec_counters_only_on_the_final_streamed_event(start_sim) -> None:
+    sim = start_sim(["--model-path", model("qwen3-8b"), *SPEC_ARGS])
+    body = {"text": PROMPTS[1], "stream": True, "sampling_params": {"max_new_tokens": 24, "ignore_eos": True}}
+    status, raw, _ = sim.request("/generate", body)
+    assert status == 200
+    events = [json.loads(p) for p in sse_events(raw) if p != "[DONE]"]
+    assert len(events) > 1
+    assert all(not any(k.startswith("spec_") for k in e["meta_info"]) for e in events[:-1])
+    final = events[-1]["meta_info"]
+    assert (
+        final["spec_verify_ct"] >= 1
+        and sum(final["spec_correct_drafts_histogram"]) == final["spec_verify_ct"]
+    )
