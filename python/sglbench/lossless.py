@@ -34,6 +34,11 @@ COLUMN = "lossless"  # the summary table's column: pass / fail / n/a (None for b
 HEADER = "lossless"  # its header in the summary and the report
 TEXT_COLUMN = "lossless_note"  # the verdict as the summary shows it (Verdict.text)
 MARK = "not lossless"  # appended to the speedup of a config that fails the gate
+NOTE = (
+    "Lossless: each speculative config's output token ids against the algorithm-none config's (same "
+    "host, TP, model, prompts) at temperature 0; a speedup marked '" + MARK + "' comes from a config that "
+    "returned other tokens. n/a: sampled run, no baseline or no token ids (native API only)."
+)
 PASS, FAIL, NA = "pass", "fail", "n/a"
 BASELINE_ALGORITHMS = ("none", "")
 GATE_COLUMNS = [

@@ -475,6 +475,8 @@ def to_markdown(
         "(seeded). Speedup: over the algorithm-none config on the same host, TP, model, prompt set and "
         "concurrency. Latencies: mean over repeats of each repeat's percentile.\n"
     )
+    if table[lossless.COLUMN].notna().any():
+        parts.append(lossless.NOTE + "\n")
     if note := telemetry_note(table):
         parts.append(note)
     scales = sorted(

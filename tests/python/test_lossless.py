@@ -130,3 +130,18 @@ def test_report_section_and_finding_name_the_diverging_config(tmp_path):
     text = "\n".join(report._lossless(lossless.gate(clean)))
     assert 'class="failed"' not in text and ">6/6</td>" in text
     assert not any("not lossless" in line for line in report.findings(clean, summarize.summary_table(clean)))
+
+
+def test_markdown_explains_the_column_only_when_it_is_shown(tmp_path):
+    res = _campaign(tmp_path, [list(x) for x in BASE])
+    assert lossless.NOTE in summarize.to_markdown(summarize.summary_table(res, n_boot=20), res)
+    alone = _campaign(tmp_path / "alone", [list(x) for x in BASE], with_baseline=False)
+    rf.write(
+        tmp_path / "ar-only",
+        rf.record(config="ar", algorithm="none", benchmark=rf.bench([rf.point(1, 0, 1.0)])),
+    )
+    plain = results.load(tmp_path / "ar-only" / "run1")
+    assert lossless.NOTE not in summarize.to_markdown(summarize.summary_table(plain, n_boot=20), plain)
+    assert lossless.NOTE in summarize.to_markdown(
+        summarize.summary_table(alone, n_boot=20), alone
+    )  # n/a shown
