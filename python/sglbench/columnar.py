@@ -193,7 +193,9 @@ def check_schema(path: Path, schema: pa.Schema) -> None:
         t = schema.field(idx).type
         if name in REQUEST_INT_LISTS and not _int_list(t):
             raise RecordError(
-                path, f"column {name}", f"expected a list of integer token ids, got Arrow type {t}"
+                path,
+                f"column {name}",
+                f"expected a list of integers (token ids or counts), got Arrow type {t}",
             )
         if not _type_ok(t, types):
             want = "a list of numbers" if list in types else " or ".join(x.__name__ for x in types)
@@ -337,7 +339,7 @@ def _read_json_fast(path: Path) -> pa.Table | None:
         if name in REQUEST_ROW_TYPES and pa.types.is_integer(col.type) and _out_of_range(col):
             return None
         if name in REQUEST_INT_LISTS and not _int_list(col.type):
-            return None  # the row-by-row reading names the row with a non-integer token id
+            return None  # the row-by-row reading names the row with a non-integer entry
     return table
 
 

@@ -11,6 +11,7 @@ import pytest
 import recordfactory as rf
 
 from sglbench import lossless, results, summarize
+from sglbench.records import RecordError
 
 BASE = [list(range(100 + i, 132 + i)) for i in range(6)]  # six prompts, 32 output ids each
 
@@ -110,7 +111,7 @@ def test_parquet_keeps_token_ids_as_integers(tmp_path):
     assert str(table.schema.field("output_ids").type) == "list<item: int64>"
     bad = _rows(BASE)
     bad[0]["output_ids"] = [1.5, 2]
-    with pytest.raises(Exception, match="integer token ids"):
+    with pytest.raises(RecordError, match=r"line 1.output_ids': expected a list of integers"):
         rf.write(tmp_path, rf.record(benchmark=rf.bench([rf.point(1, 0, 1.0)])), bad)
         results.load(tmp_path / "run1").request_columns(["config"])
 

@@ -721,7 +721,7 @@ class RequestRow:
         for key, types in REQUEST_ROW_TYPES.items():
             v = row.get(key)
             if v is not None and key in REQUEST_INT_LISTS and _bad_int_list(v):
-                raise RecordError(path, f"{where}.{key}", "expected a list of integer token ids")
+                raise RecordError(path, f"{where}.{key}", "expected a list of integers (token ids or counts)")
             if v is not None and _bad_row_field(v, types):
                 want = "a list of numbers" if list in types else " or ".join(t.__name__ for t in types)
                 raise RecordError(path, f"{where}.{key}", f"expected {want}, got {type(v).__name__}")

@@ -102,3 +102,17 @@ def test_spec_counters_only_on_the_final_streamed_event(start_sim) -> None:
         final["spec_verify_ct"] >= 1
         and sum(final["spec_correct_drafts_histogram"]) == final["spec_verify_ct"]
     )
+
+
+def test_shared_prefix_groups_hit_the_stand_ins_prefix_cache(start_sim) -> None:
+    from sglbench.hostlib import prompts
+
+    sim = start_sim(["--model-path", model("qwen3-8b")])
+    group = prompts.resolve_prompt_source("shared-prefix:2x2:200:10", seed=0)
+    cached = []
+    for p in group:
+        body = {"text": p.text, "sampling_params": {"max_new_tokens": 2, "ignore_eos": True}}
+        cached.append(sim.json("/generate", body)[1]["meta_info"]["cached_tokens"])
+    # the first question of each group finds nothing of its system prompt; the second finds it
+    assert cached[0] == 0 and cached[2] < 50
+    assert cached[1] > 200 and cached[3] > 200
