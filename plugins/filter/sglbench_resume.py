@@ -1,7 +1,8 @@
 """Controller-side Jinja filters of the benchmark step (docs/records.md, "Resumable results").
 
 ``sglbench_attempt_identity``: identity hash of a config attempt (:func:`sglbench.resume.attempt_identity`).
-``sglbench_prompt_records``: prompt sets (shipped names, ``synthetic:<len>``, JSONL paths) as the
+``sglbench_prompt_records``: prompt sets (shipped names, ``synthetic:<len>``, ``sharegpt:<path>``,
+``shared-prefix:<N>x<M>``, JSONL paths) as the
 prompt records the ``sglbench_prompt_bench`` module takes (:mod:`sglbench.hostlib.prompts`).
 The implementations live once in the package (standard library only); this file only exposes them.
 """

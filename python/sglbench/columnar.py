@@ -29,7 +29,13 @@ import pyarrow.json as pa_json
 import pyarrow.parquet as pq
 
 from sglbench.hostlib.atomic_file import atomic_path
-from sglbench.hostlib.result_schema import MAX_INT, REQUEST_ROW_TYPES, RecordError, RequestRow
+from sglbench.hostlib.result_schema import (
+    MAX_INT,
+    REQUEST_INT_LISTS,
+    REQUEST_ROW_TYPES,
+    RecordError,
+    RequestRow,
+)
 
 PARQUET_FILE = "requests.parquet"
 JSONL_FILE = "requests.jsonl"
@@ -185,6 +191,12 @@ def check_schema(path: Path, schema: pa.Schema) -> None:
         if idx < 0:
             continue
         t = schema.field(idx).type
+        if name in REQUEST_INT_LISTS and not _int_list(t):
+            raise RecordError(
+                path,
+                f"column {name}",
+                f"expected a list of integers (token ids or counts), got Arrow type {t}",
+            )
         if not _type_ok(t, types):
             want = "a list of numbers" if list in types else " or ".join(x.__name__ for x in types)
             raise RecordError(path, f"column {name}", f"expected {want}, got Arrow type {t}")
@@ -276,6 +288,8 @@ def _typed_array(name: str, values: list[Any]) -> pa.Array:
     types = REQUEST_ROW_TYPES.get(name)
     if types is not None and bool in types:
         return pa.array([None if v is None else bool(v) for v in values], pa.bool_())
+    if name in REQUEST_INT_LISTS:
+        return pa.array([None if v is None else [int(x) for x in v] for v in values], pa.list_(pa.int64()))
     if types is not None and list in types:
         return pa.array(
             [None if v is None else [float(x) for x in v] for v in values], pa.list_(pa.float64())
@@ -324,7 +338,16 @@ def _read_json_fast(path: Path) -> pa.Table | None:
             return None  # kept as JSON text by the row-by-row reading
         if name in REQUEST_ROW_TYPES and pa.types.is_integer(col.type) and _out_of_range(col):
             return None
+        if name in REQUEST_INT_LISTS and not _int_list(col.type):
+            return None  # the row-by-row reading names the row with a non-integer entry
     return table
+
+
+def _int_list(t: pa.DataType) -> bool:
+    if pa.types.is_null(t):
+        return True
+    v = t.value_type if pa.types.is_list(t) or pa.types.is_large_list(t) else None
+    return v is not None and (pa.types.is_integer(v) or pa.types.is_null(v))
 
 
 def _out_of_range(col: pa.ChunkedArray) -> bool:

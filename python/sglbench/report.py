@@ -27,7 +27,7 @@ from typing import Any
 import pandas as pd
 from matplotlib.figure import Figure
 
-from sglbench import bootstrap, columnar, events, outfiles
+from sglbench import acceptance, bootstrap, columnar, events, lossless, outfiles
 from sglbench.deploy import store
 from sglbench.deploy import text as deploy_text
 from sglbench.deploy.answer import Answer
@@ -52,14 +52,15 @@ BREAKEVEN = "Break-even: where speculative decoding stops paying"
 FRONTIER = deploy_text.FRONTIER_HEADING
 LATENCY = "Latency"
 ACCEPTANCE = "Speculative acceptance"
+LOSSLESS = "Losslessness at temperature 0"
 SCALING = "Scaling across TP sizes"
 TELEMETRY = "Energy and GPU telemetry"
 CAPACITY = "Capacity"
 FAILURES = "Failures and skips"
 METHODS = "How the numbers were computed"
 SECTIONS = (
-    GLANCE, DEPLOY, TABLES, THROUGHPUT, BREAKEVEN, FRONTIER, LATENCY, ACCEPTANCE, SCALING, TELEMETRY,
-    CAPACITY, FAILURES, METHODS,
+    GLANCE, DEPLOY, TABLES, LOSSLESS, THROUGHPUT, BREAKEVEN, FRONTIER, LATENCY, ACCEPTANCE, SCALING,
+    TELEMETRY, CAPACITY, FAILURES, METHODS,
 )  # fmt: skip
 # The request columns the plots use: the report reads no other column of the request rows.
 REPORT_REQUEST_COLUMNS = ("tp", "host", "config", "category", "ok", "ttft_ms", "e2e_ms", "accept_length")
@@ -825,6 +826,12 @@ def findings(res: Results, table: pd.DataFrame) -> list[str]:
         out.append(
             f'<span class="bad">{_e(a["instance"])}{_e(on(a))} {verb}</span>: {cause} — see Failures below.'
         )
+    failing = table[table[lossless.COLUMN] == lossless.FAIL] if lossless.COLUMN in table else table[:0]
+    for name in sorted(set(failing["config"])):
+        out.append(
+            f'<span class="bad">{_e(name)} is not lossless</span>: its output tokens differ from the '
+            f"baseline's at temperature 0, so its speedup is not for the same output — see {LOSSLESS} below."
+        )
     for line in dropped_lines(res):
         out.append(f'<span class="bad">Dropped out</span>: {_e(line)}.')
     if not len(pts):
@@ -961,6 +968,7 @@ def _figures(res: Results, plots: list[Plot], answers: Sequence[Answer]) -> list
         _img(by_key["latency"]),
         f"<h2>{ACCEPTANCE}</h2>",
         _img(by_key["acceptance"]),
+        *_acceptance_positions(res),
         f"<h2>{SCALING}</h2>",
         _img(by_key["scaling"]),
         f"<h2>{TELEMETRY}</h2>",
@@ -1007,9 +1015,61 @@ def _telemetry_method(res: Results) -> str:
     )
 
 
+def _acceptance_positions(res: Results) -> list[str]:
+    """Acceptance per draft position, per point and per category, for configs whose server returned
+    per-request acceptance histograms (nothing otherwise)."""
+    positions = acceptance.position_table(acceptance.histograms(res))
+    if not len(positions):
+        return []
+    parts = [f"<h3>{acceptance.HEADING}</h3>", f"<p class='note'>{_e(acceptance.NOTE)}</p>"]
+    for tp, grp in positions.groupby("tp", sort=True):
+        parts.append(f"<h4>TP {tp}</h4>")
+        parts.append(_html_table(acceptance.display_rows(grp), left=("config", "point", "category")))
+    return parts
+
+
+def _lossless(gate: pd.DataFrame) -> list[str]:
+    """The gate's verdict for every speculative config: share of requests matching the baseline's tokens
+    exactly and where the others first diverge."""
+    parts = [
+        f"<h2>{LOSSLESS}</h2>",
+        "<p class='note'>Each speculative config's output token ids compared request by request with the "
+        "algorithm-none config of the same model and TP on the same host, same prompts, greedy sampling. "
+        f"A config that does not match is marked '{lossless.MARK}' beside its speedup. Not applicable to "
+        "sampled runs (temperature &gt; 0) or without token ids (native API only).</p>",
+    ]
+    if not len(gate):
+        parts.append('<p class="empty">No speculative config finished: nothing to compare.</p>')
+        return parts
+
+    def pos(v: Any) -> str:
+        return "-" if _nan(v) else str(int(v))
+
+    rows = [
+        {
+            "config": str(g["config"]),
+            "algorithm": str(g["algorithm"]),
+            "TP": str(g["tp"]),
+            "host": str(g["host"]),
+            "baseline": str(g["baseline"] or "-"),
+            lossless.HEADER: {"pass": "yes", "fail": "NO"}.get(g[lossless.COLUMN], "n/a"),
+            "exact": f"{g['n_exact']}/{g['n_compared']}" if g["n_compared"] else "-",
+            "first divergence min / p50 / max": " / ".join(
+                pos(g[c]) for c in ("first_divergence_min", "first_divergence_p50", "first_divergence_max")
+            ),
+            "why n/a": str(g["reason"] or ""),
+        }
+        for g in gate.to_dict("records")
+    ]
+    classes = ["failed" if g[lossless.COLUMN] == lossless.FAIL else "" for g in gate.to_dict("records")]
+    parts.append(_html_table(rows, classes, left=("config", "algorithm", "host", "baseline", "why n/a")))
+    return parts
+
+
 def build_html(
     res: Results, table: pd.DataFrame, plots: list[Plot], *, title: str, answers: Sequence[Answer] = ()
 ) -> str:
+    gate = lossless.gate(res)
     head = (
         f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{_e(title)}</title>"
         f"<style>{CSS}</style></head><body><main>"
@@ -1020,6 +1080,7 @@ def build_html(
         *_overview(res, table, title),
         *_deploy(answers),
         *_tables(table),
+        *_lossless(gate),
         *_figures(res, plots, answers),
         *_methods(res),
         "</main></body></html>",

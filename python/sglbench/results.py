@@ -325,6 +325,12 @@ def _measured(rec: AttemptRecord, source: columnar.RowSource, columns: list[str]
     return table
 
 
+def measured(rec: AttemptRecord, source: columnar.RowSource, columns: list[str]) -> pa.Table:
+    """``columns`` of the attempt's measured (non-warmup) request rows, any row column (an absent field
+    reads as nulls); ``prompt_set`` filled as the record says."""
+    return _measured(rec, source, columns)
+
+
 def request_frame(
     rec: AttemptRecord, source: columnar.RowSource, columns: list[str] | None = None
 ) -> pd.DataFrame:

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from sglbench import bootstrap, events, outfiles, tables
+from sglbench import acceptance, bootstrap, events, lossless, outfiles, tables
 from sglbench.hostlib import result_schema
 from sglbench.overhead import campaign_overhead, overhead_lines
 from sglbench.records import RecordError
@@ -65,6 +65,8 @@ TABLE_COLUMNS = [
     "speedup",
     "speedup_ci_low",
     "speedup_ci_high",
+    lossless.COLUMN,  # the losslessness gate's verdict for the config (python/sglbench/lossless.py)
+    lossless.TEXT_COLUMN,
     *result_schema.table_metric_columns(),  # ttft_ms_p50, ttft_ms_p99, itl_ms_p50, itl_ms_p99
     "accept_length",
     *result_schema.table_telemetry_columns(),  # j_per_token, usd_per_mtok: mean over repeats
@@ -284,12 +286,28 @@ def summary_table(
     if not len(table):
         return table
     _add_speedups(table, samples, seed=seed, n_boot=n_boot)
+    _add_lossless(table, res)
     return table.sort_values(
         ["tp", "run_id", "host", "model_path", "algorithm", "config", "prompt_set", "concurrency"],
         key=_sort_key,
         na_position="last",
         kind="stable",
     ).reset_index(drop=True)
+
+
+def _add_lossless(table: pd.DataFrame, res: Results) -> None:
+    """The gate's verdict and its text on every row of a speculative config (None elsewhere)."""
+    table[lossless.COLUMN] = None
+    table[lossless.TEXT_COLUMN] = None
+    gate = lossless.gate(res)
+    verdicts = {
+        (g["run_id"], g["host"], g["tp"], g["config"]): (g[lossless.COLUMN], g["text"])
+        for g in gate.to_dict("records")
+    }
+    for i, r in table.iterrows():
+        found = verdicts.get((r["run_id"], r["host"], r["tp"], r["config"]))
+        if found is not None:
+            table.at[i, lossless.COLUMN], table.at[i, lossless.TEXT_COLUMN] = found
 
 
 def _sort_key(col: pd.Series) -> pd.Series:
@@ -391,6 +409,12 @@ def display_rows(table: pd.DataFrame) -> list[dict[str, str]]:
             if r["baseline"] == r["config"]
             else fmt_ci(r["speedup"], r["speedup_ci_low"], r["speedup_ci_high"], ".2f", "x")
         )
+        if r[lossless.COLUMN] == lossless.FAIL:
+            d["speedup [95% CI]"] += f" ({lossless.MARK})"
+        if table[lossless.COLUMN].notna().any():
+            is_base = isinstance(r["algorithm"], str) and lossless.is_baseline_algorithm(r["algorithm"])
+            text = r[lossless.TEXT_COLUMN]
+            d[lossless.HEADER] = text if isinstance(text, str) else ("baseline" if is_base else "-")
         for m in result_schema.table_metrics():
             d[m.header] = " / ".join(_num(r[m.column(stat)], m.digits) for stat in m.shown)
         d["accept len"] = _num(r["accept_length"], ".2f")
@@ -451,6 +475,8 @@ def to_markdown(
         "(seeded). Speedup: over the algorithm-none config on the same host, TP, model, prompt set and "
         "concurrency. Latencies: mean over repeats of each repeat's percentile.\n"
     )
+    if table[lossless.COLUMN].notna().any():
+        parts.append(lossless.NOTE + "\n")
     if note := telemetry_note(table):
         parts.append(note)
     scales = sorted(
@@ -465,6 +491,14 @@ def to_markdown(
         parts.append(f"{h2}TP {tp}\n")
         parts.append(tables.render(display_rows(grp), fmt))
         parts.append("")
+    positions = acceptance.position_table(acceptance.histograms(res))
+    if len(positions):
+        parts.append(f"{h2}{acceptance.HEADING}\n")
+        parts.append(acceptance.NOTE + "\n")
+        for tp, grp in positions.groupby("tp", sort=True):
+            parts.append(f"TP {tp}:\n")
+            parts.append(tables.render(acceptance.display_rows(grp), fmt))
+            parts.append("")
     if last:
         parts.append(last)
     return "\n".join(parts)

@@ -335,6 +335,11 @@ def test_bench_exits_1_when_no_request_succeeded(tmp_path, capsys):
         (["--request-rate", "1e9", "--duration", "100", "--num-prompts", "1000000000"], "more than 10000000"),
         (["--prompts", "synthetic:100000000000"], "synthetic input length 100000000000 is more than"),
         (["--prompts", "synthetic:100000", "--num-prompts", "500"], "use fewer prompts (--num-prompts)"),
+        (["--prompts", "shared-prefix:0x2"], "every number must be >= 1"),
+        (
+            ["--prompts", "sharegpt:/nonexistent/share.json"],
+            "cannot read ShareGPT file /nonexistent/share.json",
+        ),
     ],
 )
 def test_hostile_numbers_are_one_line_usage_errors_before_any_connection(tmp_path, capsys, argv, msg):

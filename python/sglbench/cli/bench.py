@@ -85,7 +85,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         "--prompts",
         default=prompts.DEFAULT_PROMPT_SET,
         help=f"shipped set ({', '.join((*prompts.SHIPPED_SETS, prompts.MIXED_SET))}; comma-join several), "
-        "synthetic:INPUT_LEN (random token ids, native/openai only), or a JSONL file",
+        "synthetic:INPUT_LEN (random token ids, native/openai only), sharegpt:PATH (first turns of a "
+        "ShareGPT file), shared-prefix:NxM[:SYS_WORDS:Q_WORDS] (N system prompts x M questions, seeded by "
+        "--seed), or a JSONL file",
     )
     p.add_argument(
         "--max-concurrency",

@@ -533,7 +533,8 @@ class LoadRunner:
     # -- one request ---------------------------------------------------------------------------------
     async def _one(self, rec: RequestRecord, prompt: Prompt, t0: float, model: str | None) -> float:
         """Send one request, fill ``rec``; return the absolute time the response ended (or failed)."""
-        dec = api_mod.StreamDecoder(self.spec.api, rec)
+        greedy = self.spec.sampling.temperature == 0
+        dec = api_mod.StreamDecoder(self.spec.api, rec, keep_output_ids=greedy and not rec.warmup)
         resp = http_mod.Response()
         try:
             body = api_mod.build_body(self.spec.api, prompt, self.spec.sampling, model)

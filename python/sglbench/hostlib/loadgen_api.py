@@ -8,7 +8,9 @@ APIs:
   and a ``meta_info`` whose ``completion_tokens`` is the server's running count, so every chunk gives
   the exact number of tokens it carried (delta of ``completion_tokens``). The final chunk's
   ``meta_info`` carries ``prompt_tokens``, ``finish_reason`` and, under speculative decoding,
-  ``spec_verify_ct`` / ``spec_accept_length`` / ``spec_accept_rate`` / token counters.
+  ``spec_verify_ct`` / ``spec_accept_length`` / ``spec_accept_rate`` / token counters. Unless the server
+  runs with ``--incremental-streaming-output``, the final chunk's ``output_ids`` are every output token,
+  which the record keeps when asked (greedy runs, for the losslessness gate).
 - ``openai``: ``POST /v1/completions``; ``openai-chat``: ``POST /v1/chat/completions``; both with
   ``stream_options: {include_usage: true, continuous_usage_stats: true}``. When a chunk carries
   ``usage.completion_tokens`` (continuous usage) it is the cumulative server count; otherwise each
@@ -79,6 +81,11 @@ class RequestRecord:
     spec_accept_rate: float | None = None
     spec_accept_token_num: int | None = None
     spec_draft_token_num: int | None = None
+    # Verify steps by number of correct draft tokens (index k: k drafts accepted before the bonus token).
+    spec_accept_histogram: list[int] | None = None
+    # Output token ids (native API, greedy sampling, measured requests; None otherwise or when the server
+    # streams increments): what the losslessness gate compares between configs.
+    output_ids: list[int] | None = None
     finish_reason: str | None = None
     http_status: int | None = None
     error: str | None = None
@@ -169,11 +176,12 @@ def _finish_reason_str(fr: Any) -> str | None:
 class StreamDecoder:
     """Turns a response's SSE events into a :class:`RequestRecord` (one instance per request)."""
 
-    __slots__ = ("_chunk_t", "_chunk_tok", "_last", "_last_usage", "api", "done", "rec")
+    __slots__ = ("_chunk_t", "_chunk_tok", "_last", "_last_usage", "api", "done", "keep_output_ids", "rec")
 
-    def __init__(self, api: str, rec: RequestRecord) -> None:
+    def __init__(self, api: str, rec: RequestRecord, *, keep_output_ids: bool = False) -> None:
         self.api = api
         self.rec = rec
+        self.keep_output_ids = keep_output_ids
         self._chunk_t = rec.chunk_t
         self._chunk_tok = rec.chunk_tokens
         self._last: bytes | None = None  # native: last data event
@@ -329,14 +337,32 @@ class StreamDecoder:
         rec.finish_reason = _finish_reason_str(meta.get("finish_reason"))
         if rec.finish_reason and rec.finish_reason.startswith("abort"):
             rec.error = rec.error or f"server aborted the request ({rec.finish_reason})"
-        for key in ("spec_verify_ct", "spec_accept_token_num", "spec_draft_token_num"):
-            v = meta.get(key)
-            if isinstance(v, int):
-                setattr(rec, key, v)
+        v = meta.get("spec_verify_ct")
+        if isinstance(v, int):
+            rec.spec_verify_ct = v
+        for field_name, keys in facts.SPEC_META_KEYS:  # each release's spelling, newest first
+            v = next((meta[k] for k in keys if meta.get(k) is not None), None)
+            if field_name == "spec_accept_histogram":
+                if isinstance(v, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+                    rec.spec_accept_histogram = v
+            elif isinstance(v, int) and not isinstance(v, bool):
+                setattr(rec, field_name, v)
         for key in ("spec_accept_length", "spec_accept_rate"):
             v = meta.get(key)
             if isinstance(v, (int, float)):
                 setattr(rec, key, float(v))
+        if self.keep_output_ids:
+            rec.output_ids = complete_output_ids(obj.get("output_ids"), rec.completion_tokens)
+
+
+def complete_output_ids(ids: Any, completion_tokens: int | None) -> list[int] | None:
+    """The final event's ``output_ids`` when they are the whole output (as many as ``completion_tokens``,
+    all ints); None for increments (``--incremental-streaming-output``) or anything else."""
+    if not isinstance(ids, list) or completion_tokens is None or len(ids) != completion_tokens:
+        return None
+    if not all(isinstance(x, int) and not isinstance(x, bool) for x in ids):
+        return None
+    return ids
 
 
 def decode_json_body(body: bytes) -> Any:

@@ -236,11 +236,17 @@ def load_shipped_set(name: str) -> list[Prompt]:
 
 
 def resolve_prompt_source(spec: str, *, synthetic_n: int = 64, seed: int = 0) -> list[Prompt]:
-    """Resolve ``--prompts``: a set name, several joined by commas, ``synthetic:LEN``, or a JSONL path."""
+    """Resolve ``--prompts``: a set name, several joined by commas, ``synthetic:LEN``, a workload source
+    (``sharegpt:<path>``, ``shared-prefix:<N>x<M>``; :mod:`.workloads`), or a JSONL path."""
     spec = spec.strip()
     length = parse_synthetic(spec)
     if length is not None:
         return synthetic_prompts(synthetic_n, length, seed)
+    from . import workloads  # imports this module: resolved here, not at import time
+
+    if workloads.is_workload(spec):
+        records = workloads.workload_records(spec, seed)
+        return [parse_prompt_record(r, f"{spec} {r['id']}", default_id=r["id"]) for r in records]
     names = [s.strip() for s in spec.split(",") if s.strip()]
     if names and all(n in (*SHIPPED_SETS, MIXED_SET) for n in names):
         out: list[Prompt] = []
@@ -252,7 +258,8 @@ def resolve_prompt_source(spec: str, *, synthetic_n: int = 64, seed: int = 0) ->
         return load_jsonl(path)
     raise PromptError(
         f"--prompts {spec!r} is neither a shipped set ({', '.join((*SHIPPED_SETS, MIXED_SET))}), "
-        f"'{SYNTHETIC_PREFIX}<input_len>', nor an existing JSONL file"
+        f"'{SYNTHETIC_PREFIX}<input_len>', 'sharegpt:<path>', 'shared-prefix:<N>x<M>', "
+        "nor an existing JSONL file"
     )
 
 

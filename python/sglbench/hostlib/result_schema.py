@@ -673,7 +673,11 @@ REQUEST_ROW_TYPES: dict[str, tuple[type, ...]] = {
     "prompt_tokens": _NUM,
     "spec_verify_ct": _NUM,
     "spec_accept_length": _NUM,
+    "output_ids": (list,),
+    "spec_accept_histogram": (list,),
 }
+# List fields of whole numbers (token ids, counts), stored as integer lists rather than floats.
+REQUEST_INT_LISTS = frozenset({"output_ids", "spec_accept_histogram"})
 # Per-request fields kept as they are in the requests frame (raw chunk timing is reduced to ttft/e2e).
 REQUEST_FIELDS = (
     "idx",
@@ -686,6 +690,10 @@ REQUEST_FIELDS = (
     "finish_reason",
     "error",
 )
+
+
+def _bad_int_list(value: Any) -> bool:
+    return not isinstance(value, list) or any(not isinstance(x, int) or isinstance(x, bool) for x in value)
 
 
 def _bad_row_field(value: Any, types: tuple[type, ...]) -> bool:
@@ -712,6 +720,8 @@ class RequestRow:
             raise RecordError(path, where, f"expected a JSON object per request, got {type(row).__name__}")
         for key, types in REQUEST_ROW_TYPES.items():
             v = row.get(key)
+            if v is not None and key in REQUEST_INT_LISTS and _bad_int_list(v):
+                raise RecordError(path, f"{where}.{key}", "expected a list of integers (token ids or counts)")
             if v is not None and _bad_row_field(v, types):
                 want = "a list of numbers" if list in types else " or ".join(t.__name__ for t in types)
                 raise RecordError(path, f"{where}.{key}", f"expected {want}, got {type(v).__name__}")

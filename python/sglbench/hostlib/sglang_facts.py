@@ -457,3 +457,58 @@ SCHEMAS: tuple[str, ...] = (
     FRONTIER_SCHEMA,
     LIMITS_SCHEMA,
 )
+
+
+# -- per-request speculative counters in /generate's meta_info ---------------------------------------------
+# Which meta_info keys carry the load generator's three per-request counters, by the first release that
+# returns them (read in each release's srt/managers/tokenizer_manager.py: 0.5.10, 0.5.11, 0.5.12, 0.5.13,
+# 0.5.18, 0.5.20, 0.5.21, 0.5.22, 0.5.23; older catalogued releases are taken to be as 0.5.10). Every
+# histogram counts verify steps by how many draft tokens were correct (index k: k correct drafts, the
+# bonus token not counted). Record fields: accepted drafts, proposed drafts, the histogram.
+SPEC_META_ERAS: tuple[tuple[str, dict[str, tuple[str, ...]]], ...] = (
+    (
+        "0",
+        {
+            "spec_accept_token_num": ("spec_accept_token_num",),
+            "spec_draft_token_num": ("spec_draft_token_num",),
+            "spec_accept_histogram": ("spec_accept_histogram",),
+        },
+    ),
+    (
+        "0.5.11",
+        {
+            "spec_accept_token_num": ("spec_accepted_drafts",),
+            "spec_draft_token_num": ("spec_proposed_drafts",),
+            "spec_accept_histogram": ("spec_accept_histogram",),
+        },
+    ),
+    (
+        "0.5.12",  # new names, the 0.5.11 ones kept as aliases
+        {
+            "spec_accept_token_num": ("spec_num_correct_drafts", "spec_accepted_drafts"),
+            "spec_draft_token_num": ("spec_num_proposed_drafts", "spec_proposed_drafts"),
+            "spec_accept_histogram": ("spec_correct_drafts_histogram", "spec_accept_histogram"),
+        },
+    ),
+    (
+        "0.5.21",
+        {
+            "spec_accept_token_num": ("spec_num_correct_drafts",),
+            "spec_draft_token_num": ("spec_num_proposed_drafts",),
+            "spec_accept_histogram": ("spec_correct_drafts_histogram",),
+        },
+    ),
+)
+# What a reader accepts for each field, newest spelling first (any release's answer reads the same).
+SPEC_META_KEYS: tuple[tuple[str, tuple[str, ...]], ...] = tuple(
+    (name, tuple(dict.fromkeys(k for _since, keys in reversed(SPEC_META_ERAS) for k in keys[name])))
+    for name in SPEC_META_ERAS[0][1]
+)
+
+
+def spec_meta_keys(version: str) -> dict[str, tuple[str, ...]]:
+    """The meta_info keys the SGLang release ``version`` returns for each record field."""
+    from .sglang_catalog import version_key
+
+    v = version_key(version.split("+", 1)[0])
+    return next(dict(keys) for since, keys in reversed(SPEC_META_ERAS) if v >= version_key(since))

@@ -14,6 +14,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from sglbench.hostlib import sglang_facts as facts
+from sglbench.hostlib.sglang_facts import spec_meta_keys
 from sglbench.sim import release, textgen
 from sglbench.sim.engine import Engine, SimRequest
 from sglbench.sim.httpserver import Request, Response, StreamingResponse, json_response
@@ -328,6 +329,7 @@ class SimApp:
         self.load_weights_seconds = 0.0
         # the impersonated release follows what was checked against the real 0.5.23 (release.py)
         self.follows_contract = release.at_least(settings.sglang_version)
+        self.spec_meta_keys = spec_meta_keys(settings.sglang_version)
         self.startup_available_gib = 0.0  # the summary line's available memory (set by the server)
         self.capture_bs: list[int] = []  # CUDA-graph batch sizes ([] with --disable-cuda-graph)
         self.launch_argv: list[str] = []  # the command line's flags (0.5.23's launch_command)
@@ -467,6 +469,11 @@ class SimApp:
                 self.spec.accept_mean,
                 self.settings.accept_dist,
             )
+        # SGLBENCH_SIM_DIVERGE: this speculative request returns other tokens than the baseline would.
+        diverge = self.settings.diverge if self.spec is not None and not is_health else None
+        diverge_at = None
+        if diverge is not None and textgen.diverges(self.settings.seed, key, diverge.share):
+            diverge_at = diverge.position
         stop_ids = sp.get("stop_token_ids") or []
         stop = sp.get("stop")
         stops = [stop] if isinstance(stop, str) else (stop if isinstance(stop, list) else [])
@@ -476,7 +483,7 @@ class SimApp:
             prompt_ids=list(prompt_ids),
             max_new_tokens=max_new,
             ignore_eos=bool(sp.get("ignore_eos", False)),
-            generator=textgen.Generator(self.settings.seed, key, self.settings.output_len),
+            generator=textgen.Generator(self.settings.seed, key, self.settings.output_len, diverge_at),
             sampler=sampler,
             eos_id=self.eos_id,
             stop_token_ids=frozenset(int(x) for x in stop_ids if isinstance(x, int)),
@@ -571,20 +578,26 @@ class SimApp:
         return text
 
     def _spec_meta(self, req: SimRequest, meta: dict[str, Any]) -> None:
-        if self.spec is None:
+        # Every catalogued release adds the speculative counters only when the request finished after at
+        # least one verify step (tokenizer_manager's _calculate_spec_decoding_metrics), never mid-stream.
+        if self.spec is None or not req.done or not req.verify_ct:
             return
+        accepted = sum((n - 1) * c for n, c in req.accept_hist.items())
+        draft = req.verify_ct * max(1, self.spec.num_draft_tokens - 1)
+        hist = [0] * self.spec.num_draft_tokens
+        for n, c in req.accept_hist.items():
+            hist[min(n, len(hist)) - 1] += c
+        meta["spec_accept_rate"] = accepted / draft
+        meta["spec_accept_length"] = len(req.output_ids) / req.verify_ct
         meta["spec_verify_ct"] = req.verify_ct
-        if req.done:
-            accepted = sum((n - 1) * c for n, c in req.accept_hist.items())
-            draft = req.verify_ct * max(1, self.spec.num_draft_tokens - 1)
-            hist = [0] * self.spec.num_draft_tokens
-            for n, c in req.accept_hist.items():
-                hist[min(n, len(hist)) - 1] += c
-            meta["spec_accept_length"] = (len(req.output_ids) / req.verify_ct) if req.verify_ct else 0.0
-            meta["spec_accept_rate"] = accepted / draft if req.verify_ct else 0.0
-            meta["spec_accept_token_num"] = accepted
-            meta["spec_draft_token_num"] = draft
-            meta["spec_accept_histogram"] = hist
+        values = {
+            "spec_accept_token_num": accepted,
+            "spec_draft_token_num": draft,
+            "spec_accept_histogram": hist,
+        }
+        for field_name, keys in self.spec_meta_keys.items():  # the impersonated release's spelling
+            for k in keys:
+                meta[k] = values[field_name]
 
     def _wall(self, mono: float) -> float:
         """A monotonic instant as a Unix timestamp (SGLang reports wall-clock ``*_ts`` / ``*_time``)."""

@@ -145,6 +145,14 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
         "stand-in reports the reason bit in clocks_event_reasons.active, lower SM clocks and lower power on "
         "the server's GPUs (sglbench/sim/power.py).",
     ),
+    (
+        "SGLBENCH_SIM_DIVERGE",
+        "(unset)",
+        "Fault: speculative configs stop being lossless. SHARE[:POSITION]: that share (0-1) of speculative "
+        "requests, picked deterministically per request, returns a different token id at output POSITION "
+        "(default 8) than the same request without speculative decoding; the losslessness gate must catch "
+        "it.",
+    ),
 )
 
 _KNOWN = {name for name, _d, _m in VARIABLES}
@@ -213,6 +221,30 @@ def _throttle(env: Mapping[str, str]) -> Throttle | None:
 
 
 @dataclass(frozen=True)
+class Diverge:
+    """Injected divergence of speculative outputs: ``share`` of requests differ at output ``position``."""
+
+    share: float
+    position: int = 8
+
+
+def _diverge(env: Mapping[str, str]) -> Diverge | None:
+    raw = _get(env, "SGLBENCH_SIM_DIVERGE")
+    if raw is None or raw.lower() in ("0", "off", "no", "false"):
+        return None
+    usage = "give SHARE[:POSITION], a share from 0 to 1 and a token position >= 0, e.g. 0.25 or 0.25:16"
+    parts = [x.strip() for x in raw.split(":")]
+    try:
+        share = float(parts[0])
+        position = int(parts[1]) if len(parts) == 2 else 8
+    except (ValueError, IndexError):
+        raise SimSettingsError(f"SGLBENCH_SIM_DIVERGE={raw!r}: {usage}") from None
+    if len(parts) > 2 or not 0 <= share <= 1 or position < 0:
+        raise SimSettingsError(f"SGLBENCH_SIM_DIVERGE={raw!r}: {usage}")
+    return Diverge(share, position)
+
+
+@dataclass(frozen=True)
 class SimSettings:
     time_scale: float = 1.0
     seed: int = 0
@@ -241,6 +273,7 @@ class SimSettings:
     output_len: int = 256
     prefill_tokens_per_s: float | None = None
     throttle: Throttle | None = None
+    diverge: Diverge | None = None
 
     def scaled(self, seconds: float) -> float:
         """Real seconds to wait for ``seconds`` of simulated time."""
@@ -364,4 +397,5 @@ def load_settings(env: Mapping[str, str] | None = None) -> SimSettings:
         output_len=int(_int(env, "SGLBENCH_SIM_OUTPUT_LEN", 256, lo=1) or 256),
         prefill_tokens_per_s=_float(env, "SGLBENCH_SIM_PREFILL_TOKENS_PER_S", None, lo=1.0),
         throttle=_throttle(env),
+        diverge=_diverge(env),
     )

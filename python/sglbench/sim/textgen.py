@@ -311,14 +311,29 @@ def request_key(prompt_ids: Sequence[int], sampling_seed: object = None) -> str:
 class Generator:
     """Deterministic stream of output token ids for one request."""
 
-    def __init__(self, seed: int, key: str, mean_output_len: int) -> None:
+    def __init__(self, seed: int, key: str, mean_output_len: int, diverge_at: int | None = None) -> None:
         self._rng = random.Random(f"{seed}:{key}:text")
         length_rng = random.Random(f"{seed}:{key}:len")
         # Natural length: geometric-like with the configured mean, at least 1.
         self.natural_len = max(1, int(length_rng.expovariate(1.0 / max(1, mean_output_len))) + 1)
+        # Output position whose token differs from the undisturbed stream (an injected lossy output).
+        self.diverge_at = diverge_at
+        self._pos = 0
 
     def next_ids(self, count: int) -> list[int]:
-        return [WORD_BASE + self._rng.randrange(len(WORDS)) for _ in range(count)]
+        ids = [WORD_BASE + self._rng.randrange(len(WORDS)) for _ in range(count)]
+        at = self.diverge_at
+        if at is not None and self._pos <= at < self._pos + count:
+            i = at - self._pos
+            ids[i] = WORD_BASE + (ids[i] - WORD_BASE + 1) % len(WORDS)
+        self._pos += count
+        return ids
+
+
+def diverges(seed: int, key: str, share: float) -> bool:
+    """Whether the request ``key`` is one of the ``share`` whose speculative output is made to diverge
+    (deterministic per request, independent of the text and acceptance streams)."""
+    return share > 0 and random.Random(f"{seed}:{key}:diverge").random() < share
 
 
 def geometric_accept_probability(mean: float, max_len: int) -> float:

@@ -44,3 +44,16 @@ def test_identity_changes_with_the_prompts() -> None:
     assert a["hash"] != b["hash"] and a["doc"]["prompts"]["count"] > 0
     with pytest.raises(AnsibleFilterError, match="mapping"):
         flt.sglbench_attempt_identity(["not", "a", "mapping"])
+
+
+def test_workload_sources_as_the_playbook_sends_them(tmp_path: Path) -> None:
+    share = tmp_path / "share.json"
+    share.write_text(
+        '[{"id": "c1", "conversations": [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "yo"}]}]'
+    )
+    recs = flt.sglbench_prompt_records([f"sharegpt:{share}", "shared-prefix:2x3:5:2"], 4)
+    assert recs[0] == {"id": "c1", "category": "sharegpt", "prompt": "hi"}
+    assert [r["category"] for r in recs[1:]] == ["shared-prefix"] * 6
+    assert recs[1:] != flt.sglbench_prompt_records(["shared-prefix:2x3:5:2"], 5)  # seeded by the bench seed
+    with pytest.raises(AnsibleFilterError, match="shared-prefix"):
+        flt.sglbench_prompt_records(["shared-prefix:2"])

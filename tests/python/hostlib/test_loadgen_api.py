@@ -173,3 +173,58 @@ def test_error_from_response_hints():
     assert "api-key-file" in api.error_from_response(401, b'{"error":{"message":"Unauthorized"}}')
     assert "--api" in api.error_from_response(404, b"not found")
     assert api.error_from_response(500, b"boom").startswith("HTTP 500")
+
+
+def test_native_decoder_keeps_whole_output_ids_only_when_asked():
+    events = [native_event(4), native_event(9, final=True), b"[DONE]"]
+    kept = api.RequestRecord(idx=0, prompt_id="p", category="c")
+    dec = api.StreamDecoder("native", kept, keep_output_ids=True)
+    dec.on_event(events, 1.0)
+    dec.finish()
+    assert kept.output_ids == list(range(9))
+    plain = api.RequestRecord(idx=0, prompt_id="p", category="c")
+    dec = api.StreamDecoder("native", plain)
+    dec.on_event(events, 1.0)
+    dec.finish()
+    assert plain.output_ids is None
+
+
+def test_incremental_output_ids_are_not_taken_for_the_whole_output():
+    # --incremental-streaming-output: the final event carries only the last increment.
+    final = json.loads(native_event(9, final=True))
+    final["output_ids"] = [7, 8]
+    rec = api.RequestRecord(idx=0, prompt_id="p", category="c")
+    dec = api.StreamDecoder("native", rec, keep_output_ids=True)
+    dec.on_event([native_event(7), json.dumps(final).encode()], 1.0)
+    dec.finish()
+    assert rec.completion_tokens == 9 and rec.output_ids is None
+    assert api.complete_output_ids([1, True], 2) is None
+    assert api.complete_output_ids([1, 2], 2) == [1, 2]
+
+
+@pytest.mark.parametrize("version", ["0.5.10", "0.5.11", "0.5.18", "0.5.23"])
+def test_every_release_spelling_of_the_spec_counters_reads_the_same(version):
+    from sglbench.hostlib import sglang_facts
+
+    values = {"spec_accept_token_num": 5, "spec_draft_token_num": 9, "spec_accept_histogram": [1, 0, 2]}
+    meta = {"completion_tokens": 8, "finish_reason": {"type": "length"}, "spec_verify_ct": 3}
+    for field_name, keys in sglang_facts.spec_meta_keys(version).items():
+        meta.update(dict.fromkeys(keys, values[field_name]))
+    rec = api.RequestRecord(idx=0, prompt_id="p", category="c")
+    dec = api.StreamDecoder("native", rec)
+    dec.on_event([json.dumps({"output_ids": list(range(8)), "meta_info": meta}).encode()], 1.0)
+    dec.finish()
+    assert (rec.spec_accept_token_num, rec.spec_draft_token_num) == (5, 9)
+    assert rec.spec_accept_histogram == [1, 0, 2]
+
+
+def test_spec_meta_spelling_per_release():
+    from sglbench.hostlib import sglang_facts
+
+    assert sglang_facts.spec_meta_keys("0.5.10")["spec_accept_histogram"] == ("spec_accept_histogram",)
+    assert sglang_facts.spec_meta_keys("0.5.11")["spec_accept_token_num"] == ("spec_accepted_drafts",)
+    both = sglang_facts.spec_meta_keys("0.5.20")["spec_accept_histogram"]
+    assert both == ("spec_correct_drafts_histogram", "spec_accept_histogram")
+    assert sglang_facts.spec_meta_keys("0.5.23+ddtree")["spec_draft_token_num"] == (
+        "spec_num_proposed_drafts",
+    )

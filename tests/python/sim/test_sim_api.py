@@ -269,7 +269,12 @@ def test_metrics_off_without_flag_and_spec_meta(spec_sim: Sim) -> None:
     assert 1 <= meta["spec_verify_ct"] < 64  # several tokens per verify step
     assert meta["spec_accept_length"] == pytest.approx(64 / meta["spec_verify_ct"])
     assert 0 <= meta["spec_accept_rate"] <= 1
-    assert sum(meta["spec_accept_histogram"]) == meta["spec_verify_ct"]
+    # 0.5.21 and later spell the counters *_correct_drafts / *_proposed_drafts, without the old aliases
+    assert sum(meta["spec_correct_drafts_histogram"]) == meta["spec_verify_ct"]
+    assert "spec_accept_histogram" not in meta and "spec_accept_token_num" not in meta
+    assert meta["spec_num_correct_drafts"] == sum(
+        k * c for k, c in enumerate(meta["spec_correct_drafts_histogram"])
+    )
     state = spec_sim.json("/server_info")[1]["internal_states"][0]
     assert 1.0 < state["avg_spec_accept_length"] <= 16
     info = spec_sim.json("/server_info")[1]
