@@ -12,10 +12,11 @@ applied again to the reversed remainder. What is left is the steady window, if i
 that never settled (a pure ramp) keeps its trend there, so the kept batch means are fitted with a line
 and the point is flagged not steady when the fitted change across the window is both more than
 ``TREND_REL`` of their mean and more than ``TREND_SIGMAS`` standard errors. A line misses a series that
-rose and fell again inside the window (a ramp straight into a drain fits a flat line), so the kept batch
-means must also stay level: none further from their mean than ``LEVEL_REL`` of it or ``LEVEL_SIGMAS``
-times the noise a batch mean has (the pooled within-batch standard deviation over sqrt(5)), whichever is
-larger. A series of fewer than
+rose and fell again inside the window (a ramp straight into a drain fits a flat line), so a parabola is
+fitted too, and its bend across the window must not exceed ``CURVE_REL`` of the mean and ``CURVE_SIGMAS``
+standard errors. The bend's bound is wide on purpose: the running requests of an open-loop point
+fluctuate slowly (each request runs for seconds), and batch means that close in time are correlated, so
+their standard errors are too small. A series of fewer than
 ``MIN_BATCHES`` batches is too short to judge; one whose steady part would be shorter than three batches
 is not steady.
 """
@@ -30,8 +31,8 @@ BATCH = 5
 MIN_BATCHES = 4
 TREND_REL = 0.10  # a fitted change of more than 10 % of the mean across the window ...
 TREND_SIGMAS = 3.0  # ... and more than 3 standard errors is a trend, not noise
-LEVEL_REL = 0.25  # a batch mean further than 25 % from the window's mean ...
-LEVEL_SIGMAS = 4.0  # ... and than 4 times a batch mean's noise is a level that moved
+CURVE_REL = 0.5  # a parabola bending by more than half the mean across the window ...
+CURVE_SIGMAS = 3.0  # ... and by more than 3 standard errors rose and fell: no plateau
 STEADY, NOT_STEADY, TOO_SHORT, NO_SERIES = "steady", "not_steady", "too_short", "no_series"
 
 
@@ -101,16 +102,30 @@ def flat(means: list[float]) -> bool:
     return not (abs(change) > TREND_REL * abs(ym) and abs(change) > TREND_SIGMAS * se)
 
 
-def level(batches: list[list[float]]) -> bool:
-    """Whether the batch means stay level: none further from their mean than ``LEVEL_REL`` of it or
-    ``LEVEL_SIGMAS`` times a batch mean's noise (pooled within-batch standard deviation / sqrt(size))."""
-    means = [sum(b) / len(b) for b in batches]
-    mu = sum(means) / len(means)
-    within = sum(sum((v - m) ** 2 for v in b) for b, m in zip(batches, means, strict=True))
-    dof = sum(len(b) - 1 for b in batches)
-    noise = (within / dof) ** 0.5 / BATCH**0.5 if dof > 0 else 0.0
-    bound = max(LEVEL_REL * abs(mu), LEVEL_SIGMAS * noise)
-    return all(abs(m - mu) <= bound for m in means)
+def bend(means: list[float]) -> tuple[float, float]:
+    """The least-squares parabola through the batch means: how far its quadratic part moves across the
+    window (from the middle to the ends) and that figure's standard error (0 for fewer than four)."""
+    k = len(means)
+    if k < 4:
+        return 0.0, 0.0
+    xm = (k - 1) / 2.0
+    x = [i - xm for i in range(k)]
+    x2m = sum(v * v for v in x) / k
+    q = [v * v - x2m for v in x]  # orthogonal to the constant and the line on this grid
+    ym = sum(means) / k
+    sxx, sqq = sum(v * v for v in x), sum(v * v for v in q)
+    slope = sum(a * y for a, y in zip(x, means, strict=True)) / sxx
+    curve = sum(a * y for a, y in zip(q, means, strict=True)) / sqq
+    resid = sum((y - ym - slope * a - curve * c) ** 2 for y, a, c in zip(means, x, q, strict=True))
+    span = max(q) - min(q)
+    return curve * span, (resid / (k - 3) / sqq) ** 0.5 * span
+
+
+def level(means: list[float]) -> bool:
+    """Whether the batch means do not rise and fall (or fall and rise) across the window."""
+    change, se = bend(means)
+    ym = sum(means) / len(means) if means else 0.0
+    return not (abs(change) > CURVE_REL * abs(ym) and abs(change) > CURVE_SIGMAS * se)
 
 
 def mser5(series: Series, name: str | None = None) -> SteadyWindow:
@@ -129,7 +144,6 @@ def mser5(series: Series, name: str | None = None) -> SteadyWindow:
     kept = rest[: len(rest) - tail]
     first = d * BATCH
     last = (n - tail) * BATCH - 1  # the last sample of the last kept batch
-    batches = [values[i : i + BATCH] for i in range(first, last + 1, BATCH)]
-    if len(kept) < 3 or not flat(kept) or not level(batches):  # fewer than 3 batches: no plateau
+    if len(kept) < 3 or not flat(kept) or not level(kept):  # fewer than 3 batches: no plateau
         return SteadyWindow(NOT_STEADY, series=name)
     return SteadyWindow(STEADY, series[first][0], series[last][0], name)

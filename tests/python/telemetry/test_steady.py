@@ -96,3 +96,26 @@ def test_a_plateau_with_poisson_noise_stays_level() -> None:
         rng = random.Random(seed)
         values = [max(0.0, rng.gauss(25.0, 5.0)) for _ in range(60)]
         assert steady.mser5(_series(values)).status == steady.STEADY, seed
+
+
+def _open_loop_running(seed: int, rate: float, service_s: float, seconds: float, dt: float) -> list[float]:
+    """Requests in flight, sampled every ``dt``, of Poisson arrivals at ``rate`` each served for
+    ``service_s`` (an open-loop point from an idle server: a ramp of ``service_s``, then it fluctuates)."""
+    rng = random.Random(seed)
+    arrivals, t = [], 0.0
+    while t < seconds:
+        t += rng.expovariate(rate)
+        arrivals.append(t)
+    return [sum(1 for a in arrivals if a <= i * dt < a + service_s) for i in range(int(seconds / dt))]
+
+
+def test_an_open_loop_point_is_steady_once_its_first_samples_are_cut_across_seeds() -> None:
+    """Its running requests fluctuate slowly (correlated over a service time) around rate x service = 10:
+    never flagged, the idle start always cut, and the window's mean near 10. (MSER-5 may cut inside a
+    noisy ramp, or well after it when a fluctuation looks like warm-up.)"""
+    for seed in range(10):
+        values = _open_loop_running(seed, rate=5.0, service_s=2.0, seconds=16.0, dt=0.1)
+        w = steady.mser5(_series(values, dt=0.1))
+        assert w.status == steady.STEADY and w.start is not None and w.end is not None, (seed, w)
+        kept = values[round(w.start / 0.1) : round(w.end / 0.1) + 1]
+        assert w.start >= 0.5 and abs(sum(kept) / len(kept) - 10.0) < 4.0, (seed, w)
