@@ -255,7 +255,7 @@ class Limit:
     slo: SloVerdict
     evidence: list[str]
     server_counters: dict[str, Any] | None = (
-        None  # the server's own counters during the point: not sampled yet
+        None  # the server's own counters during the point: not read by the labels yet
     )
 
 

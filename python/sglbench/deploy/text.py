@@ -228,8 +228,8 @@ def limits_note(answers: Sequence[Answer]) -> str:
     )
     slo = ", ".join(declared) if declared else "none declared (bench.slo)"
     return (
-        f"Labels: {', '.join(LABELS)} (docs/deploy.md). SLOs: {slo}. The server's own counters during a "
-        "point are not sampled yet."
+        f"Labels: {', '.join(LABELS)} (docs/deploy.md). SLOs: {slo}. The labels come from the client's "
+        "figures and the server's slots; the server's own counters during each point are in the telemetry."
     )
 
 
