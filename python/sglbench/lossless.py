@@ -28,7 +28,7 @@ import pandas as pd
 
 from sglbench import columnar
 from sglbench.records import AttemptRecord
-from sglbench.results import Results, measured
+from sglbench.results import ATTEMPT_KEYS, Results, measured
 
 COLUMN = "lossless"  # the summary table's column: pass / fail / n/a (None for baselines)
 HEADER = "lossless"  # its header in the summary and the report
@@ -41,14 +41,9 @@ NOTE = (
 )
 PASS, FAIL, NA = "pass", "fail", "n/a"
 BASELINE_ALGORITHMS = ("none", "")
+# The attempt's identity columns as the results frames name them, then the gate's own.
 GATE_COLUMNS = [
-    "run_id",
-    "host",
-    "instance",
-    "config",
-    "algorithm",
-    "tp",
-    "model_path",
+    *ATTEMPT_KEYS[: ATTEMPT_KEYS.index("model_path") + 1],
     "baseline",
     COLUMN,
     "reason",

@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from sglbench.hostlib.telemetry import GPU_COLUMNS
+
 
 def dist(p50: float, p99: float | None = None, mean: float | None = None) -> dict[str, Any]:
     p99 = p50 * 2 if p99 is None else p99
@@ -537,17 +539,7 @@ def raw_telemetry(
             "load_endpoint": "/v1/loads",
         },
         "gpu": {
-            "columns": [
-                "t",
-                "gpu",
-                "power_w",
-                "sm_util_pct",
-                "mem_util_pct",
-                "mem_used_mib",
-                "sm_clock_mhz",
-                "temp_c",
-                "throttle_mask",
-            ],
+            "columns": list(GPU_COLUMNS),
             "rows": gpu_rows,
         },
         "server": {"columns": ["t", "source", "name", "value"], "rows": server_rows},
