@@ -29,11 +29,23 @@ from typing import Any
 
 from . import capacity, gpus, nvidia_smi
 
-# Printed on one line: "<version> <package dir> <sglbench marker or ->".
-PROBE_CODE = (
-    "import sglang,os;print(sglang.__version__, os.path.dirname(sglang.__file__), "
-    "getattr(sglang, '__sglbench_accounting__', None) or '-')"
-)
+# Printed on one line: "<version> <package dir> <sglbench marker or ->". Importing sglang takes seconds
+# (its package imports much of the runtime), so the installed distribution's metadata answers when it is
+# the package Python would import; only then (a source tree on PYTHONPATH, the stand-in, which has no
+# metadata and declares its accounting variant) is the package imported.
+PROBE_CODE = """import importlib.metadata as m, importlib.util as u, os
+try:
+    s = u.find_spec("sglang")
+    d = m.distribution("sglang")
+    same = os.path.realpath(str(d.locate_file("sglang/__init__.py"))) == os.path.realpath(s.origin)
+    if not same:
+        raise LookupError(s.origin)
+    print(d.version, os.path.dirname(s.origin), "-")
+except Exception:
+    import sglang
+    declared = getattr(sglang, "__sglbench_accounting__", None) or "-"
+    print(sglang.__version__, os.path.dirname(sglang.__file__), declared)
+"""
 # Source markers of the accounting variants (docs/capacity.md, "SGLang version → variant"), grepped in
 # <dir>/srt.
 SOURCE_MARKERS: tuple[str, ...] = (

@@ -135,3 +135,36 @@ def test_sglang_leftovers_are_reclaimable() -> None:
     assert mem.available_mib(0) == 97887
     untouched = plan_inputs.gpu_memory(SMI, [1])
     assert plan_inputs.add_reclaimable(untouched, apps, lambda pid: cmd[pid], "").reclaimable_mib == {}
+
+
+def _run_probe(site: Path) -> str:
+    import subprocess
+    import sys
+
+    argv = plan_inputs.probe_argv(sys.executable)
+    env = {"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"}
+    out = subprocess.run([*argv], env=env, capture_output=True, text=True, timeout=60, check=True)
+    return out.stdout
+
+
+def test_the_probe_reads_an_installed_distribution_without_importing_it(tmp_path: Path) -> None:
+    """Importing SGLang takes seconds; its metadata names the version of the package Python would import."""
+    site = tmp_path / "site"
+    write_tree(
+        site,
+        {
+            "sglang/__init__.py": "raise SystemExit('imported')\n",
+            "sglang-0.5.23.dist-info/METADATA": "Metadata-Version: 2.1\nName: sglang\nVersion: 0.5.23\n",
+            "sglang-0.5.23.dist-info/RECORD": "sglang/__init__.py,,\n",
+        },
+    )
+    got = plan_inputs.parse_probe(_run_probe(site))
+    assert (got.version, got.path, got.declared_accounting) == ("0.5.23", str(site / "sglang"), None)
+
+
+def test_the_probe_imports_a_package_without_metadata(tmp_path: Path) -> None:
+    """The stand-in (and a source tree on PYTHONPATH) has no metadata: imported, its declaration read."""
+    site = tmp_path / "site"
+    write_tree(site, {"sglang/__init__.py": "__version__ = '0.5.2'\n__sglbench_accounting__ = 'B'\n"})
+    got = plan_inputs.parse_probe(_run_probe(site))
+    assert (got.version, got.declared_accounting) == ("0.5.2", "B")
