@@ -435,7 +435,13 @@ def commit_point(
     figures = None
     if isinstance(telemetry, Mapping):
         write_atomic(os.path.join(attempt_dir, _telemetry_paths(key)[0]), _json_text(telemetry))
-        figures = point_telemetry(telemetry, clock, point_summary.get("total_output_tokens"), gpu_hour_usd)
+        figures = point_telemetry(
+            telemetry,
+            clock,
+            point_summary.get("total_output_tokens"),
+            gpu_hour_usd,
+            first_completed(point_summary, records),
+        )
     doc = result_schema.PointFile(
         key=key,
         hash=expected.get("hash"),
@@ -452,8 +458,29 @@ def commit_point(
     return doc
 
 
+def first_completed(summary: Mapping[str, Any], records: list[Any] | None) -> float | None:
+    """When the point's first measured request completed (host epoch seconds): its start ``t0_unix``
+    plus the earliest ``end_s`` of a measured request that succeeded; None when unknown."""
+    t0 = summary.get("t0_unix")
+    if not isinstance(t0, (int, float)) or isinstance(t0, bool) or not records:
+        return None
+    ends = [
+        r["end_s"]
+        for r in records
+        if isinstance(r, Mapping)
+        and not r.get("warmup")
+        and not r.get("error")
+        and isinstance(r.get("end_s"), (int, float))
+    ]
+    return float(t0) + min(ends) if ends else None
+
+
 def point_telemetry(
-    raw: Mapping[str, Any], clock: Mapping[str, Any] | None, output_tokens: Any, gpu_hour_usd: Any
+    raw: Mapping[str, Any],
+    clock: Mapping[str, Any] | None,
+    output_tokens: Any,
+    gpu_hour_usd: Any,
+    steady_after: float | None = None,
 ) -> dict[str, Any]:
     """The figures of one point's telemetry (:func:`sglbench.telemetry.derive.derive`), the host/controller
     offset estimated from ``clock`` (``{"sent", "received"}``, controller epoch seconds of the call) and
@@ -476,7 +503,9 @@ def point_telemetry(
     except (TypeError, ValueError):
         price = None
     try:
-        return telemetry_derive.derive(raw, clock=off, output_tokens=tokens, gpu_hour_usd=price)
+        return telemetry_derive.derive(
+            raw, clock=off, output_tokens=tokens, gpu_hour_usd=price, steady_after=steady_after
+        )
     except (telemetry_derive.TelemetryError, TypeError, ValueError, ArithmeticError) as err:
         return {"error": f"{type(err).__name__}: {err}", "clock": off.to_dict(), "flags": []}
 

@@ -199,8 +199,11 @@ def derive(
     output_tokens: int | None = None,
     gpu_hour_usd: float | None = None,
     gap_factor: float = ser.GAP_FACTOR,
+    steady_after: float | None = None,
 ) -> dict[str, Any]:
-    """The figures of one point (a JSON-ready dict, the ``PointTelemetry`` document)."""
+    """The figures of one point (a JSON-ready dict, the ``PointTelemetry`` document). ``steady_after``
+    (host clock): when the window's first request completed; before it the requests in flight can only
+    have grown, so no steady window begins earlier, whatever MSER-5 makes of noise."""
     if not isinstance(raw, Mapping):
         raise TelemetryError(f"telemetry must be a mapping, got {type(raw).__name__}")
     start, end = _window(raw)
@@ -255,6 +258,12 @@ def derive(
     verdict = steadymod.mser5([p for p in steady_on if start <= p[0] <= end], steady_name)
     steady_doc: dict[str, Any] = {"status": verdict.status, "series": verdict.series}
     s0, s1 = verdict.start, verdict.end
+    after = _num(steady_after)
+    if verdict.steady and s0 is not None and s1 is not None and after is not None and after > s0:
+        s0 = after  # still ramping until the first request completed
+        if s1 - s0 < 3 * steadymod.BATCH * server_interval:  # too little left to be a plateau
+            verdict = steadymod.SteadyWindow(steadymod.NOT_STEADY, series=steady_name)
+            steady_doc["status"] = verdict.status
     if verdict.steady and s0 is not None and s1 is not None and s1 > s0:
         s_energy, _ = _power(power, gpus, s0, s1)
         s_power = s_energy / (s1 - s0) if s_energy is not None else None

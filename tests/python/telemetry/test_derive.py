@@ -9,6 +9,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from recordfactory import raw_telemetry
 
+from sglbench import resume
 from sglbench.telemetry import clock, derive, steady
 
 START, SECONDS = 1_000.0, 10.0
@@ -245,3 +246,37 @@ def test_constant_power_integrates_exactly_over_any_irregular_sampling(
     # three intervals (the samples begin before the window and end after it).
     long_step = any(b - a > 3 * 0.2 and b > START + offset and a < end for a, b in pairwise(times))
     assert ("gaps" in out["flags"]) == long_step
+
+
+def test_no_steady_window_begins_before_the_first_request_completed() -> None:
+    """A noisy open-loop ramp of 3 s: MSER-5 cuts inside it (at 2.5 s here); requests in flight can only
+    grow until the first one completes, so the steady window starts no earlier (and a window with too
+    little left is not steady)."""
+    import random
+
+    ramp_s = 3.0
+    rng = random.Random(5)
+    noise = {round(START + i * 0.1, 1): rng.gauss(0, 2.5) for i in range(400)}
+
+    def running(t: float) -> float:
+        level = min(10.0, 10.0 * max(0.0, t - START) / ramp_s)
+        return max(0.0, level + noise.get(round(t, 1), 0.0))
+
+    raw = raw_telemetry(seconds=30.0, server_interval_ms=100, running=running)
+    plain = derive.derive(raw)["steady"]
+    after = derive.derive(raw, steady_after=START + ramp_s)["steady"]
+    assert plain["status"] == after["status"] == steady.STEADY
+    assert plain["start"] < START + ramp_s and after["start"] == pytest.approx(START + ramp_s)
+    assert derive.derive(raw, steady_after=START + 29.5)["steady"]["status"] == steady.NOT_STEADY
+
+
+def test_first_completed_is_the_earliest_measured_success() -> None:
+    rows = [
+        {"warmup": True, "end_s": 0.1},
+        {"end_s": 0.9, "error": "boom"},
+        {"end_s": 1.5},
+        {"end_s": 1.2},
+        {"end_s": None},
+    ]
+    assert resume.first_completed({"t0_unix": 100.0}, rows) == pytest.approx(101.2)
+    assert resume.first_completed({}, rows) is None and resume.first_completed({"t0_unix": 1.0}, []) is None
