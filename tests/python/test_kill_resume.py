@@ -139,8 +139,9 @@ def sim_host() -> Any:
 def test_kill_mid_benchmark_then_resume(
     sim_host: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # points of 1-3 s, so that the kill lands inside the ladder's host call
-    monkeypatch.setattr(sys.modules[__name__], "LOAD", LOAD | {"num_prompts": 40, "max_new_tokens": 64})
+    # points of 2-6 s, so that the kill lands inside the ladder's host call even when reading the host
+    # takes seconds on a loaded machine
+    monkeypatch.setattr(sys.modules[__name__], "LOAD", LOAD | {"num_prompts": 80, "max_new_tokens": 64})
     results = tmp_path / "results"
     host_dir = results / RUN_ID / "simhost"
     ar, dflash = host_dir / "kr-ar-tp1", host_dir / "kr-dflash-tp1"
