@@ -28,7 +28,7 @@ import pandas as pd
 
 from sglbench import columnar
 from sglbench.records import AttemptRecord
-from sglbench.results import ATTEMPT_KEYS, Results, measured
+from sglbench.results import ATTEMPT_KEYS, Results, attempt_keys, measured
 
 COLUMN = "lossless"  # the summary table's column: pass / fail / n/a (None for baselines)
 HEADER = "lossless"  # its header in the summary and the report
@@ -42,8 +42,9 @@ NOTE = (
 PASS, FAIL, NA = "pass", "fail", "n/a"
 BASELINE_ALGORITHMS = ("none", "")
 # The attempt's identity columns as the results frames name them, then the gate's own.
+IDENTITY = ATTEMPT_KEYS[: ATTEMPT_KEYS.index("model_path") + 1]
 GATE_COLUMNS = [
-    *ATTEMPT_KEYS[: ATTEMPT_KEYS.index("model_path") + 1],
+    *IDENTITY,
     "baseline",
     COLUMN,
     "reason",
@@ -196,13 +197,7 @@ def gate(res: Results, *, enabled: bool = True) -> pd.DataFrame:
         div = np.asarray(verdict.divergences, dtype=float)
         rows.append(
             {
-                "run_id": rec.run_id,
-                "host": rec.host,
-                "instance": rec.instance,
-                "config": rec.config.name,
-                "algorithm": rec.config.algorithm,
-                "tp": rec.tp,
-                "model_path": rec.config.model_path,
+                **{k: v for k, v in attempt_keys(rec).items() if k in IDENTITY},
                 "baseline": base.config.name if base is not None else None,
                 COLUMN: verdict.status,
                 "reason": verdict.reason,

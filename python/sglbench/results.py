@@ -158,7 +158,8 @@ def find_run_dirs(path: Path | str) -> list[Path]:
 
 
 # -- frames ---------------------------------------------------------------------------------------
-def _attempt_keys(rec: AttemptRecord) -> dict[str, Any]:
+def attempt_keys(rec: AttemptRecord) -> dict[str, Any]:
+    """The identity columns (:data:`ATTEMPT_KEYS`) of one attempt, as every results frame has them."""
     return {
         "run_id": rec.run_id,
         "host": rec.host,
@@ -192,7 +193,7 @@ def attempt_row(rec: AttemptRecord) -> dict[str, Any]:
     f = rec.failure
     plan = rec.plan or {}
     failure_plan = plan.get("failure") if isinstance(plan.get("failure"), dict) else None
-    row = _attempt_keys(rec)
+    row = attempt_keys(rec)
     row.update(
         draft_model_path=rec.config.draft_model_path,
         outcome=rec.outcome,
@@ -233,7 +234,7 @@ def point_rows(rec: AttemptRecord) -> list[dict[str, Any]]:
     much; the client's own overhead is scaled too, so these are the stand-in's model, not a measurement.
     """
     rows = []
-    keys = _attempt_keys(rec)
+    keys = attempt_keys(rec)
     for b in rec.benchmarks:
         scale = b.sim_time_scale
         for p in b.points:
@@ -345,7 +346,7 @@ def request_frame(
             frame[col] = frame[col] / scale
     if "ok" in frame:
         frame["ok"] = frame["ok"].astype(bool)
-    keys = {**_attempt_keys(rec), "sim_time_scale": scale}
+    keys = {**attempt_keys(rec), "sim_time_scale": scale}
     for k, v in keys.items():
         if k in wanted:
             frame[k] = v
