@@ -22,6 +22,7 @@ if _PYTHON_SRC not in sys.path:  # the checkout's package, even when sglbench is
     sys.path.insert(0, _PYTHON_SRC)
 
 from sglbench import resume, search  # noqa: E402
+from sglbench.hostlib import request_rows  # noqa: E402
 
 OPS = ("prepare", "plan", "next", "run", "commit", "assemble")
 BENCH_MODULE = "sglbench_prompt_bench"
@@ -199,7 +200,7 @@ class ActionModule(ActionBase):
         wanted = [{k: p.get(k) for k in ("key", "concurrency", "request_rate", "repeat")} for p in todo]
         keys = [str(p["key"]) for p in todo]
         spooled = {**spool, "seen": resume.seen_measurements(directory, keys)} if spool["dir"] else None
-        args = {**bench, "points": wanted, "spool": spooled, "return_records": True}
+        args = {**bench, "points": wanted, "spool": spooled, "return_records": True, "pack_records": True}
         sent = time.time()
         res = self._execute_module(module_name=BENCH_MODULE, module_args=args, task_vars=task_vars)
         clock = _call_clock(res, sent, time.time())
@@ -213,13 +214,15 @@ class ActionModule(ActionBase):
                 raise AnsibleActionFail(
                     f"sglbench_points op=run: the host returned point {key!r}, not asked for"
                 )
+            text, rows = _point_rows(got, key)
             resume.commit_point(
                 directory,
                 by_key[key],
                 outcome="ok",
                 summary=got.get("summary"),
                 meta=meta,
-                records=got.get("records"),
+                records_text=text,
+                records=rows,
                 telemetry=_point_telemetry(res, got, i),
                 # A point kept from an earlier, cut-off call was not timed by this call's clocks.
                 clock=clock if "host_started" in clock or not got.get("spooled") else None,
@@ -258,6 +261,16 @@ def _b64_text(value: Any) -> str | None:
         return base64.b64decode(str(value)).decode("utf-8")
     except (ValueError, UnicodeDecodeError) as err:
         raise AnsibleActionFail(f"sglbench_points: records_b64 is not base64 UTF-8 text: {err}") from err
+
+
+def _point_rows(got: Any, key: str) -> tuple[str | None, list[Any] | None]:
+    """A returned point's request rows: its JSON lines and the rows (packed, or as rows)."""
+    if request_rows.PACKED_KEY not in got:
+        return None, got.get("records")
+    try:
+        return request_rows.unpack(got[request_rows.PACKED_KEY])
+    except request_rows.RowsError as err:
+        raise AnsibleActionFail(f"sglbench_points op=run: point {key}: {err}") from err
 
 
 def _call_clock(res: Any, sent: float, received: float) -> dict[str, Any]:

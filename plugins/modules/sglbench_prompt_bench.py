@@ -173,6 +173,14 @@ options:
         when the caller stores them on the controller (the cycle does, with I(points)).
     type: bool
     default: false
+  pack_records:
+    description:
+      - With I(points), return each point's records as C(records_packed) (its JSON lines, gzip-compressed,
+        base64) instead of C(records). A point's rows run to hundreds of kilobytes; packed they cross the
+        connection a fraction of the size and Ansible decodes one string instead of every value. The
+        controller reads them with C(sglbench.hostlib.request_rows.unpack).
+    type: bool
+    default: false
   telemetry:
     description:
       - GPU and server sampling during each point (C(module_utils/sglbench_hostlib/telemetry)). Sampling
@@ -261,8 +269,9 @@ records:
 points:
   description:
     - With I(points), one entry per point measured (or found in the spool), in order; C(key), C(summary) (the
-      point's entry of the summary document), C(records) (its per-request rows) and C(spooled) (true when it
-      was measured by an earlier call that did not return).
+      point's entry of the summary document), C(records) (its per-request rows; with I(pack_records)
+      C(records_packed) and their count C(n_records) instead) and C(spooled) (true when it was measured by
+      an earlier call that did not return).
   type: list
   elements: dict
   returned: when I(points) is given
@@ -306,7 +315,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.sglbench_hostlib import point_spool
+from ansible.module_utils.sglbench_hostlib import point_spool, request_rows
 from ansible.module_utils.sglbench_hostlib.atomic_file import write_atomic
 from ansible.module_utils.sglbench_hostlib.host_guard import (
     Campaign,
@@ -324,7 +333,6 @@ from ansible.module_utils.sglbench_hostlib.loadgen import (
     SamplingSpec,
     campaign_summary,
     concurrency_ladder,
-    dumps_compact,
     effective_max_running_requests,
     fetch_server_info,
     record_rows,
@@ -387,6 +395,7 @@ def build_module() -> AnsibleModule:
             "spool": {"type": "dict"},
             "records_path": {"type": "path"},
             "return_records": {"type": "bool", "default": False},
+            "pack_records": {"type": "bool", "default": False},
             "telemetry": {"type": "dict", "default": {}, "options": TELEMETRY_SPEC},
         },
         mutually_exclusive=[("prompts", "synthetic_input_len")],
@@ -415,7 +424,7 @@ def load_points(p: dict, module: AnsibleModule) -> list:
 
 def write_records(path: str, rows: list) -> None:
     """One JSON line per request, atomically (owner-only, 0600, as the records have always been)."""
-    write_atomic(path, "".join(dumps_compact(row) + "\n" for row in rows), mode=0o600)
+    write_atomic(path, request_rows.jsonl(rows), mode=0o600)
 
 
 @contextlib.contextmanager
@@ -760,14 +769,19 @@ def run_points(module: AnsibleModule, hooks: PointSampling | None, host_started:
     except (LoadgenError, PromptError, ValueError) as err:
         module.fail_json(msg=f"prompt benchmark against {p['url']} failed: {err}", url=p["url"], api=p["api"])
         return
+    n_records = 0
     for point in points:
         point.pop("meta", None)
+        n_records += len(point["records"])
+        if p["pack_records"]:
+            rows = point.pop("records")
+            point.update({request_rows.PACKED_KEY: request_rows.pack(rows), "n_records": len(rows)})
     extra = {"failed_point": failed} if failed else {}
     module.exit_json(
         changed=False,
         points=points,
         meta=meta,
-        n_records=sum(len(x["records"]) for x in points),
+        n_records=n_records,
         clock={"host_started": host_started, "host_ended": time.time()},
         **extra,
     )

@@ -33,7 +33,7 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from sglbench.hostlib import load_points, result_schema, sglang_facts
+from sglbench.hostlib import load_points, request_rows, result_schema, sglang_facts
 from sglbench.hostlib.atomic_file import write_atomic  # the one atomic writer (also shipped to hosts)
 from sglbench.telemetry import clock as telemetry_clock
 from sglbench.telemetry import derive as telemetry_derive
@@ -404,8 +404,9 @@ def commit_point(
     clock: Mapping[str, Any] | None = None,
     gpu_hour_usd: Any = None,
 ) -> dict[str, Any]:
-    """Write one point: its request rows first (``records`` rows or ``records_text`` written atomically, or
-    ``records_src``, a fetched file, renamed into place), its raw ``telemetry`` (the host's document, kept
+    """Write one point: its request rows first (``records_text``, else the ``records`` rows' JSON lines,
+    written atomically, ``records`` also giving when the first request completed; or ``records_src``, a
+    fetched file, renamed into place), its raw ``telemetry`` (the host's document, kept
     as it came), then the point file with the figures derived from that telemetry (:func:`point_telemetry`
     with the controller's ``clock`` of the call and the price per GPU-hour).
 
@@ -418,10 +419,8 @@ def commit_point(
         raise ResumeError(f"point key {key!r} must be a plain name")
     os.makedirs(os.path.join(attempt_dir, POINTS_DIR), exist_ok=True)
     requests_file = None
-    if records is not None:
-        records_text = "".join(
-            json.dumps(r, separators=(",", ":"), allow_nan=False, default=str) + "\n" for r in records
-        )
+    if records is not None and records_text is None:
+        records_text = request_rows.jsonl(records)
     if records_text is not None:
         write_atomic(os.path.join(attempt_dir, _requests_path(key)), records_text)
         requests_file = _requests_path(key)

@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 from ansible.errors import AnsibleActionFail
 
+from sglbench.hostlib import request_rows
+
 REPO = Path(__file__).resolve().parents[3]
 _spec = importlib.util.spec_from_file_location(
     "sglbench_points_action", REPO / "plugins/action/sglbench_points.py"
@@ -183,6 +185,30 @@ def test_run_measures_the_ladder_in_one_host_call_and_commits_every_point(
     assert out["warnings"] == ["a cut-off client was ended"]
     again = _call(monkeypatch, op="plan", fresh=False, **common)
     assert again["todo"] == [] and again["done"] == keys  # every point committed
+
+
+def test_run_commits_packed_rows_as_the_host_wrote_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    common = {"dir": str(tmp_path), "identity_hash": IDENTITY, "load": {"concurrency": [1], "repeats": 1}}
+    plan = _call(monkeypatch, op="plan", fresh=False, **common)
+    rows = _rows(0.05)
+
+    def host(module_name: str, module_args: dict[str, Any], task_vars: Any = None) -> dict[str, Any]:
+        assert module_args["pack_records"] is True
+        summary = {"n_err": 0, "valid": True, "client": {"wall_s": 1.0}, "t0_unix": 100.0}
+        point = {"key": "c1-r0", "summary": summary, "spooled": False, "n_records": len(rows)}
+        return {"points": [{**point, request_rows.PACKED_KEY: request_rows.pack(rows)}], "meta": {}}
+
+    out = _run(monkeypatch, host, op="run", points=plan["todo"], **common)  # type: ignore[arg-type]
+    assert out["ran"] == ["c1-r0"]
+    assert (tmp_path / "points" / "c1-r0.requests.jsonl").read_text() == request_rows.jsonl(rows)
+
+    def broken(module_name: str, module_args: dict[str, Any], task_vars: Any = None) -> dict[str, Any]:
+        return {"points": [{"key": "c1-r0", "summary": {}, request_rows.PACKED_KEY: "@@"}], "meta": {}}
+
+    with pytest.raises(AnsibleActionFail, match="point c1-r0: packed request rows are not gzip"):
+        _run(monkeypatch, broken, op="run", points=plan["todo"], **common)  # type: ignore[arg-type]
 
 
 def test_run_commits_the_points_before_a_failed_one_and_fails_naming_it(

@@ -9,7 +9,7 @@ import sys
 import pytest
 import sglbench_prompt_bench
 
-from sglbench.hostlib import nullserver, prompts
+from sglbench.hostlib import nullserver, prompts, request_rows
 
 
 @pytest.fixture(scope="module")
@@ -194,6 +194,20 @@ def test_a_ladder_in_one_call_measures_each_point_alone_and_spools_it(run_module
     )
     assert done.result["meta"]["url"] == server.url and "failed_point" not in done.result
     assert sorted(x.name for x in spool.iterdir()) == ["c1-r0.json", "c2-r1.json"]
+
+
+def test_packed_records_carry_the_rows_the_spool_keeps(run_module, server, tmp_path):
+    spool = tmp_path / "spool"
+    done = run_module(sglbench_prompt_bench, _ladder_args(server, spool, pack_records=True))
+    assert not done.failed, done.result
+    pts = done.result["points"]
+    assert all("records" not in p for p in pts)
+    for p in pts:
+        text, rows = request_rows.unpack(p[request_rows.PACKED_KEY])
+        kept = json.loads((spool / f"{p['key']}.json").read_text())["point"]["records"]
+        assert rows == kept and p["n_records"] == len(rows) == 3
+        assert text == request_rows.jsonl(kept)
+    assert done.result["n_records"] == 6
 
 
 def test_a_call_after_a_cut_one_returns_the_spooled_points_without_measuring_them(
