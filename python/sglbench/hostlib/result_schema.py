@@ -692,8 +692,14 @@ REQUEST_FIELDS = (
 )
 
 
+# The element types a list field may hold, compared as a set of exact types (no per-element Python loop:
+# rows carry hundreds of token ids each). JSON gives exactly int and float; bool is never a number here.
+_INT_TYPES = frozenset({int})
+_NUM_TYPES = frozenset({int, float})
+
+
 def _bad_int_list(value: Any) -> bool:
-    return not isinstance(value, list) or any(not isinstance(x, int) or isinstance(x, bool) for x in value)
+    return not isinstance(value, list) or not set(map(type, value)) <= _INT_TYPES
 
 
 def _bad_row_field(value: Any, types: tuple[type, ...]) -> bool:
@@ -701,7 +707,7 @@ def _bad_row_field(value: Any, types: tuple[type, ...]) -> bool:
     if not bad and isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_INT:
         bad = True
     if not bad and isinstance(value, list):
-        bad = any(not isinstance(x, _NUM) or isinstance(x, bool) for x in value)
+        bad = not set(map(type, value)) <= _NUM_TYPES
     return bad
 
 
