@@ -38,7 +38,8 @@ _matrix = _load_matrix_filters()
 
 
 def flags_catalog(probe: Any) -> dict[str, Any]:
-    """``{release, source, exact, catalog, note}`` for the host: see the module docstring."""
+    """``{release, source, exact, catalog, note}`` (+ ``cache_file`` for the installed parser) for the host:
+    see the module docstring."""
     probe = probe if isinstance(probe, dict) else {}
     version = probe.get("version")
     error = probe.get("error")
@@ -54,6 +55,8 @@ def flags_catalog(probe: Any) -> dict[str, Any]:
                 "source": probe.get("source") or "installed",
                 "exact": True,
                 "catalog": doc,
+                # the host's copy of the catalog (the plan reads it there instead of receiving it)
+                "cache_file": probe.get("cache_file") or None,
                 "note": f"flags of the installed SGLang {cat.release} ({probe.get('path')})",
             }
     if version:

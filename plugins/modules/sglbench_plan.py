@@ -74,6 +74,13 @@ options:
         it does not have fails the plan naming the release, the nearest flag and any rename.
       - Without it the command line is accepted when any catalogued release accepts it.
     type: dict
+  sglang_flags_file:
+    description:
+      - The same catalog as a file on the host, the one C(sglbench_sglang_flags) cached there in preflight
+        (its C(cache_file)). Saves carrying the catalog (tens of kilobytes) to the host with every plan.
+      - A file that cannot be read or is not a catalog fails the plan naming it; run the play again from its
+        preflight, which writes it again.
+    type: path
   accounting:
     description: Force the accounting variant (A, B or C) instead of detecting it from the installed SGLang.
     type: str
@@ -207,7 +214,7 @@ from ansible.module_utils.sglbench_hostlib.plan_policy import (
     launch_flags,
 )
 from ansible.module_utils.sglbench_hostlib.sglang_args import SglangArgsError, parse_launch_args_or_raise
-from ansible.module_utils.sglbench_hostlib.sglang_catalog import CatalogError, catalog_from_dict
+from ansible.module_utils.sglbench_hostlib.sglang_catalog import CatalogError, catalog_from_dict, load_file
 
 
 def build_module() -> AnsibleModule:
@@ -221,6 +228,7 @@ def build_module() -> AnsibleModule:
             "sglang_python": {"type": "str"},
             "environment": {"type": "dict", "default": {}},
             "sglang_flags": {"type": "dict"},
+            "sglang_flags_file": {"type": "path"},
             "accounting": {"type": "str", "choices": ["A", "B", "C"]},
             "gpu_mem_gib": {"type": "float"},
             "free_gib": {"type": "float"},
@@ -230,6 +238,7 @@ def build_module() -> AnsibleModule:
             "reclaim_match": {"type": "str", "default": "sglang"},
             "nvidia_smi": {"type": "str", "default": "nvidia-smi"},
         },
+        mutually_exclusive=[("sglang_flags", "sglang_flags_file")],
         supports_check_mode=True,
     )
 
@@ -291,6 +300,12 @@ def run(module: AnsibleModule) -> None:
                 catalog = catalog_from_dict(p["sglang_flags"], "sglang_flags")
             except CatalogError as exc:
                 raise PlanError("sglang_flags", str(exc)) from None
+        elif p["sglang_flags_file"]:
+            try:
+                catalog = load_file(p["sglang_flags_file"])
+            except CatalogError as exc:
+                again = "run the play again from its preflight, which writes it again"
+                raise PlanError("sglang_flags_file", f"{exc}; {again}") from None
         try:
             tp = int(getattr(parse_launch_args_or_raise(flags, catalog=catalog), "tp_size", None) or 1)
         except SglangArgsError as exc:

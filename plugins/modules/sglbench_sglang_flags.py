@@ -66,6 +66,12 @@ cache_key:
   description: Cache file name for this interpreter, version and install.
   type: str
   returned: when the version probe worked
+cache_file:
+  description: >-
+    The cached catalog's path on the host when it is there now (read from the cache, or written by this
+    call); null in check mode, or when it could not be written. C(sglbench_plan) reads it there.
+  type: str
+  returned: always
 error:
   description: Why the flags could not be read from the install (null when they were).
   type: str
@@ -124,7 +130,15 @@ def _tail(text: str) -> str:
 def run(module: AnsibleModule) -> None:
     p = module.params
     env = {str(k): str(v) for k, v in p["environment"].items()}
-    result = {"changed": False, "version": None, "path": None, "source": None, "catalog": None, "error": None}
+    result = {
+        "changed": False,
+        "version": None,
+        "path": None,
+        "source": None,
+        "catalog": None,
+        "cache_file": None,
+        "error": None,
+    }
     rc, out, err = module.run_command(probe_argv(p["sglang_python"]), environ_update=env)
     if rc != 0:
         result["error"] = f"cannot import sglang with {p['sglang_python']} (exit {rc}): {_tail(err or out)}"
@@ -140,7 +154,7 @@ def run(module: AnsibleModule) -> None:
     cache_file = os.path.join(p["cache_dir"], key)
     cached = read_cache(cache_file, install.version)
     if cached is not None:
-        module.exit_json(**{**result, "source": "cache", "catalog": cached})
+        module.exit_json(**{**result, "source": "cache", "catalog": cached, "cache_file": cache_file})
     rc, out, err = module.run_command(dump_argv(p["sglang_python"]), environ_update=env)
     try:
         if rc != 0:
@@ -153,6 +167,7 @@ def run(module: AnsibleModule) -> None:
         try:
             os.makedirs(p["cache_dir"], mode=0o755, exist_ok=True)
             write_atomic(cache_file, json.dumps(doc, separators=(",", ":")), mode=0o644)
+            result["cache_file"] = cache_file
         except OSError as exc:
             module.warn(f"could not cache the SGLang flags in {cache_file}: {exc}")
     module.exit_json(**{**result, "source": "installed", "catalog": doc})

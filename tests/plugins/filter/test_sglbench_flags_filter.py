@@ -34,8 +34,10 @@ def test_the_installed_parser_wins() -> None:
         "release": "9.9.9",
         "flags": [{"opts": ["--model-path"], "dest": "model_path", "action": "store"}],
     }
-    got = flt.flags_catalog({"version": "9.9.9", "path": "/x", "source": "cache", "catalog": doc})
+    probe = {"version": "9.9.9", "path": "/x", "source": "cache", "catalog": doc, "cache_file": "/c/9.json"}
+    got = flt.flags_catalog(probe)
     assert (got["release"], got["source"], got["exact"]) == ("9.9.9", "cache", True)
+    assert got["cache_file"] == "/c/9.json"
     errors = flt.flag_errors([{"name": "a", "tp": [2], "model_path": "/m"}], got)
     assert len(errors) == 1
     assert errors[0].startswith("config a tp2: --tp-size is not a flag of SGLang 9.9.9")

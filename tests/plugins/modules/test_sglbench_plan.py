@@ -234,6 +234,27 @@ def test_bad_input_fails_with_context(
     assert fragment in out.result["msg"] and out.result["msg"].startswith("cannot plan this config")
 
 
+def test_the_release_catalog_is_read_from_the_hosts_cached_file(
+    monkeypatch: pytest.MonkeyPatch, host: FakeHost, tmp_path: Path
+) -> None:
+    doc = {
+        "schema": "sglbench.sglang_catalog/1",
+        "release": "9.9.9",
+        "flags": [{"opts": ["--model-path"], "dest": "model_path", "action": "store"}],
+    }
+    cached = tmp_path / "9.9.9-abc.json"
+    cached.write_text(json.dumps(doc))
+    out = run_module(monkeypatch, {"argv": MISSION_ARGV, "gpus": [0], "sglang_flags_file": str(cached)})
+    # the mission's command line has flags this one-flag release does not know: it is checked against it
+    assert out.kind == "fail" and "9.9.9" in out.result["msg"], out.result
+    cached.write_text("{not json")
+    out = run_module(monkeypatch, {"argv": MISSION_ARGV, "gpus": [0], "sglang_flags_file": str(cached)})
+    assert out.kind == "fail" and str(cached) in out.result["msg"]
+    assert "run the play again from its preflight" in out.result["msg"]
+    both = {"argv": MISSION_ARGV, "gpus": [0], "sglang_flags_file": str(cached), "sglang_flags": doc}
+    assert "mutually exclusive" in run_module(monkeypatch, both).result["msg"]
+
+
 def test_missing_sglang_and_nvidia_smi_say_what_to_change(
     monkeypatch: pytest.MonkeyPatch, host: FakeHost
 ) -> None:

@@ -30,15 +30,18 @@ def test_reads_the_parser_once_then_from_the_cache(run_module, tmp_path: Path) -
     assert "--watchdog-timeout" in {o for f in first.result["catalog"]["flags"] for o in f["opts"]}
     files = list(cache.iterdir())
     assert [f.name for f in files] == [first.result["cache_key"]]
+    assert first.result["cache_file"] == str(files[0])
     assert oct(files[0].stat().st_mode & 0o777) == "0o644"
     second = run_module(sglbench_sglang_flags, _args(root, cache))
     assert second.result["source"] == "cache" and second.result["catalog"] == first.result["catalog"]
+    assert second.result["cache_file"] == str(files[0])
 
 
 def test_check_mode_writes_no_cache(run_module, tmp_path: Path) -> None:
     root = fake_sglang(tmp_path / "site")
     done = run_module(sglbench_sglang_flags, _args(root, tmp_path / "cache"), check_mode=True)
     assert done.result["source"] == "installed" and not (tmp_path / "cache").exists()
+    assert done.result["cache_file"] is None  # nothing on the host to read: the plan gets the catalog itself
 
 
 def test_a_corrupt_cache_file_is_rebuilt(run_module, tmp_path: Path) -> None:
