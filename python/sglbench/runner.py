@@ -289,11 +289,14 @@ def find_project_dir(start: Path | None = None) -> Path:
 
 
 def _env(project_dir: Path) -> dict[str, str]:
-    """Environment for ansible: our ansible.cfg and this Python's bin dir first on PATH."""
+    """Environment for ansible: our ansible.cfg and this Python's bin dir first on PATH. ansible-runner sets
+    ANSIBLE_CALLBACK_PLUGINS for its own event callback, which hides ansible.cfg's callback_plugins: the
+    project's callbacks (those ansible.cfg enables) are named here, and runner adds its own after them."""
     bindir = str(Path(sys.executable).parent)
     env = {
         "PATH": bindir + os.pathsep + os.environ.get("PATH", ""),
         "ANSIBLE_CONFIG": str(project_dir / "ansible.cfg"),
+        "ANSIBLE_CALLBACK_PLUGINS": str(project_dir / "plugins" / "callback"),
     }
     for k in ("CONTAINERS_CONF", "SGLBENCH_SIMHOST_IMAGE"):
         if os.environ.get(k):
