@@ -21,8 +21,9 @@ CASES = sorted(p.parent.name for p in (FIXTURES / "startup_logs").glob("*/case.j
 
 LOAD_BEGIN = re.compile(r"Load weight begin\. avail mem=(?P<avail>[\d.]+) GB")
 LOAD_END = re.compile(r"Load weight end\. .*?avail mem=(?P<avail>[\d.]+) GB(?:, mem usage=(?P<w>[\d.]+) GB)?")
+# some sources quote the line shortened ("KV Cache allocated. #tokens: ...")
 KV_ALLOC = re.compile(
-    r"KV Cache is allocated\. (?:dtype: [\w.]+, )?(?:#tokens: (?P<tokens>\d+))?"
+    r"KV Cache (?:is )?allocated\. (?:dtype: [\w.]+, )?(?:#tokens: (?P<tokens>\d+))?"
     r"(?:,? ?K size: (?P<k>[\d.]+) GB)?"
 )
 SUMMARY = re.compile(r"max_total_num_tokens=(?P<tok>\d+),.*?context_len=(?P<ctx>\d+)")
