@@ -122,6 +122,9 @@ def test_planner_matches_logged_kv_capacity(name):
             assert plan.failure.message.startswith(text)
         else:
             assert plan.failure.message == obs["failure"]
+    elif "failure_kind" in obs:
+        # the source reports the failure in its own words (case.json says so): the kind is checked
+        assert plan.failure is not None and plan.failure.kind == obs["failure_kind"]
     if "failure_detail" in obs:
         assert obs["failure_detail"] in log
         assert obs["failure_detail"] in plan.failure.message
