@@ -270,7 +270,8 @@ def render_accuracy_table(rows: list[dict]) -> str:
     s = accuracy_summary(rows)
     lines += [
         "",
-        f"{s['cases']} cases over {s['architectures']} architectures and {s['releases']} logged releases; "
+        f"{s['cases']} cases over {s['architectures']} architectures and {s['releases']} SGLang releases "
+        f"(source.txt says which are inferred); "
         f"token counts within 2%: "
         f"{s['within_2pct']} of {s['token_cases']} ({s['within_2pct'] / s['token_cases']:.0%}), "
         f"median |error| {s['median_abs_error'] * 100:.2f}%; memory failures predicted as the right "
