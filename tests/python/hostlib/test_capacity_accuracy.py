@@ -21,8 +21,9 @@ CASES = sorted(p.parent.name for p in (FIXTURES / "startup_logs").glob("*/case.j
 
 LOAD_BEGIN = re.compile(r"Load weight begin\. avail mem=(?P<avail>[\d.]+) GB")
 LOAD_END = re.compile(r"Load weight end\. .*?avail mem=(?P<avail>[\d.]+) GB(?:, mem usage=(?P<w>[\d.]+) GB)?")
+# some sources quote the line shortened ("KV Cache allocated. #tokens: ...")
 KV_ALLOC = re.compile(
-    r"KV Cache is allocated\. (?:dtype: [\w.]+, )?(?:#tokens: (?P<tokens>\d+))?"
+    r"KV Cache (?:is )?allocated\. (?:dtype: [\w.]+, )?(?:#tokens: (?P<tokens>\d+))?"
     r"(?:,? ?K size: (?P<k>[\d.]+) GB)?"
 )
 SUMMARY = re.compile(r"max_total_num_tokens=(?P<tok>\d+),.*?context_len=(?P<ctx>\d+)")
@@ -48,6 +49,25 @@ def memory_from_log(log: str) -> tuple[float | None, float | None]:
     return float(begin["avail"]), float(begin["avail"]) - avail_end
 
 
+def memory_inputs(case: dict, log: str) -> tuple[float | None, float | None, str]:
+    """(free at start, weights, where they come from) as the replay uses them: the log's Load weight lines,
+    else case.json (its source.txt says where those numbers are from), else the planner's default."""
+    free, weights = memory_from_log(log)
+    origin = "log" if free is not None else ""
+    if "free_gib" in case or "weights_gib" in case:
+        origin = "case.json"
+    free = case.get("free_gib", free)
+    weights = case.get("weights_gib", weights)
+    return free, weights, origin
+
+
+def describe_inputs(case: dict, log: str) -> str:
+    free, weights, origin = memory_inputs(case, log)
+    free_text = f"free {free:.2f}" if free is not None else "free: planner default"
+    weights_text = f"weights {weights:.2f} GiB" if weights is not None else "weights: checkpoint estimate"
+    return f"{free_text}, {weights_text} ({origin or 'not logged'})"
+
+
 def plan_case(name: str) -> tuple[capacity.Plan, dict, str]:
     case, log = load_case(name)
     model = case["model"]
@@ -60,9 +80,7 @@ def plan_case(name: str) -> tuple[capacity.Plan, dict, str]:
         draft_cfg = capacity.read_config(str(draft_dir), "--speculative-draft-model-path")
     # the release the log came from (when known) picks SGLang's default rule for what the flags leave out
     args = sglang_args.parse_launch_args_or_raise(argv + case["launch_args"], case.get("sglang_version"))
-    free, weights = memory_from_log(log)
-    free = case.get("free_gib", free)
-    weights = case.get("weights_gib", weights)
+    free, weights, _ = memory_inputs(case, log)
     gpu_gib = case.get("gpu_mem_gib") or gpus.find_gpu(case["gpu"]).memory_gib
     plan = capacity.plan(
         args,
@@ -121,6 +139,9 @@ def test_planner_matches_logged_kv_capacity(name):
             assert plan.failure.message.startswith(text)
         else:
             assert plan.failure.message == obs["failure"]
+    elif "failure_kind" in obs:
+        # the source reports the failure in its own words (case.json says so): the kind is checked
+        assert plan.failure is not None and plan.failure.kind == obs["failure_kind"]
     if "failure_detail" in obs:
         assert obs["failure_detail"] in log
         assert obs["failure_detail"] in plan.failure.message
@@ -179,13 +200,15 @@ def accuracy_rows() -> list[dict]:
     """One row per public case: what was logged, what the planner predicts, the error."""
     rows = []
     for name in CASES:
-        plan, case, _ = plan_case(name)
+        plan, case, log = plan_case(name)
         obs = case["observed"]
         row = {
             "case": name,
             "architecture": case["architecture"],
             "release": case.get("sglang_version", "not logged"),
+            "source": case["source"],
             "setup": case["description"],
+            "inputs": describe_inputs(case, log),
         }
         if "max_total_num_tokens" in obs:
             logged, got = obs["max_total_num_tokens"], plan.max_total_num_tokens
@@ -210,6 +233,7 @@ def accuracy_summary(rows: list[dict]) -> dict:
     return {
         "cases": len(rows),
         "architectures": len({r["architecture"] for r in rows}),
+        "releases": len({r["release"] for r in rows} - {"not logged"}),
         "token_cases": len(errors),
         "within_2pct": sum(e <= 0.02 for e in errors),
         "median_abs_error": median,
@@ -220,9 +244,9 @@ def accuracy_summary(rows: list[dict]) -> dict:
 
 def render_accuracy_table(rows: list[dict]) -> str:
     lines = [
-        "| case (`tests/fixtures/startup_logs/`) | architecture | release | setup | logged | predicted "
-        "| error |",
-        "|---|---|---|---|---|---|---|",
+        "| case (`tests/fixtures/startup_logs/`) | architecture | release | source | setup | inputs | logged "
+        "| predicted | error |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         logged, predicted, error = r.get("observed", ""), r.get("predicted", ""), ""
@@ -231,12 +255,24 @@ def render_accuracy_table(rows: list[dict]) -> str:
         if "failure_observed" in r:
             logged = (logged + "; " if logged else "") + f"fails: {r['failure_observed']}"
             predicted = (predicted + "; " if predicted else "") + f"fails: {r['failure_predicted']}"
-        cells = (f"`{r['case']}`", r["architecture"], r["release"], r["setup"], logged, predicted, error)
+        cells = (
+            f"`{r['case']}`",
+            r["architecture"],
+            r["release"],
+            r["source"],
+            r["setup"],
+            r["inputs"],
+            logged,
+            predicted,
+            error,
+        )
         lines.append("| " + " | ".join(cells) + " |")
     s = accuracy_summary(rows)
     lines += [
         "",
-        f"{s['cases']} cases over {s['architectures']} architectures; token counts within 2%: "
+        f"{s['cases']} cases over {s['architectures']} architectures and {s['releases']} SGLang releases "
+        f"(source.txt says which are inferred); "
+        f"token counts within 2%: "
         f"{s['within_2pct']} of {s['token_cases']} ({s['within_2pct'] / s['token_cases']:.0%}), "
         f"median |error| {s['median_abs_error'] * 100:.2f}%; memory failures predicted as the right "
         f"kind: {s['failures_predicted']} of {s['failures']}.",

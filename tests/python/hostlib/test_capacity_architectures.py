@@ -173,3 +173,12 @@ def test_granite_hybrid_uses_expand_times_hidden():
     assert geo.mamba.conv_elems_per_layer == (2 * 64 + 2 * 1 * 32) * 3
     assert geo.mamba.ssm_elems_per_layer == 8 * 16 * 32
     assert geo.cell_bytes(2.0) == 1 * 2 * (16 + 16) * 2
+
+
+def test_granite_4_h_micro_published_geometry():
+    # the docs' worked figure: 4 attention layers (8 KV heads x 64), 36 Mamba2 layers of 64 heads x 64 x 128
+    geo = geometry.geometry(cfg("granite-4.0-h-micro"), 1)
+    assert (geo.kv_layers, geo.mamba.n_linear_layers) == (4, 36)
+    assert geo.cell_bytes(2.0) == 4 * 8 * (64 + 64) * 2 == 8192
+    # conv: (2 x 2048 + 2 x 1 group x 128 state) x (4 - 1) bf16; SSM: 64 x 64 x 128 fp32
+    assert geo.mamba.per_req_bytes(4.0) == 36 * ((4096 + 256) * 3 * 2 + 64 * 64 * 128 * 4) == 76_437_504
