@@ -605,3 +605,52 @@ def _derived(raw: dict[str, Any], p: dict[str, Any], gpu_hour_usd: float | None 
     sent, received = host["host_started"] - 0.1, host["host_ended"] + 0.1
     off = clock.estimate(sent, received, host["host_started"], host["host_ended"])
     return derive.derive(raw, clock=off, output_tokens=p["total_output_tokens"], gpu_hour_usd=gpu_hour_usd)
+
+
+def speculative_campaign(root: Path, run_id: str = "spec", *, diverge: bool = True) -> Path:
+    """A TP1 run of an autoregressive baseline and two speculative configs at temperature 0, every request
+    with its output token ids and (speculative configs) its acceptance histogram, prompts of three
+    categories: the report's acceptance-by-position table and its losslessness section both have rows.
+    With ``diverge`` the DDTree config returns one other token in one request (its gate fails)."""
+    import random
+
+    rnd = random.Random(11)
+    cats = {"math": 0.75, "code": 0.65, "chat": 0.5}  # per-draft acceptance of each category
+    n_prompts, tokens = 12, 48
+    outputs = [[1000 + 7 * i + k for k in range(tokens)] for i in range(n_prompts)]
+    configs = [("ar", "none", 1.0, 0), ("dflash", "DFLASH", 2.1, 8), ("ddtree-b16", "DDTREE", 2.4, 16)]
+    for name, alg, mult, width in configs:
+        pts, reqs = [], []
+        for c in (1, 4):
+            for r in range(2):
+                tput = 40.0 * c**0.8 * mult * (1 + rnd.uniform(-0.03, 0.03))
+                n = 3 * c
+                lengths = []
+                for i in range(n):
+                    pid = (i + 5 * r) % n_prompts
+                    cat = list(cats)[pid % 3]
+                    hist = None
+                    if width:  # verify steps until the output is complete, each k drafts + the bonus token
+                        hist, emitted = [0] * width, 0
+                        while emitted < tokens:
+                            k = 0
+                            while k < width - 1 and rnd.random() < cats[cat]:
+                                k += 1
+                            hist[k] += 1
+                            emitted += k + 1
+                        lengths.append(tokens / sum(hist))
+                    rq = request(c, r, i, tokens, category=cat, verify=sum(hist) if hist else None)
+                    rq["prompt_id"] = f"{cat}-{pid:03d}"
+                    rq["prompt_set"] = "math,code,chat"
+                    rq["spec_accept_histogram"] = hist
+                    ids = list(outputs[pid])
+                    if diverge and name == "ddtree-b16" and pid == 5 and c == 1:
+                        ids[17] += 1
+                    rq["output_ids"] = ids
+                    reqs.append(rq)
+                accept = sum(lengths) / len(lengths) if lengths else None
+                pts.append(point(c, r, tput, duration_s=n * tokens / tput, accept=accept, n_ok=n))
+        b = bench(pts, prompts="math,code,chat")
+        b["meta"]["sampling"] = {"max_new_tokens": tokens, "temperature": 0.0}
+        write(root, record(run_id=run_id, config=name, algorithm=alg, benchmark=b), requests=reqs)
+    return root / run_id

@@ -3,7 +3,9 @@
 Every image loads and is shown inside the page, nothing logs an error or fetches anything but the file
 itself, the page does not scroll sideways, the banners the data calls for head it (and none when the data
 is real GPU figures). The full-page screenshot is kept in build/test-artifacts/report.png, written before
-the checks so that a failing run leaves it too. Skipped when Chromium is not installed.
+the checks so that a failing run leaves it too (report-acceptance.png for the speculative run whose
+acceptance-by-position tables and losslessness verdicts are checked as shown). Skipped when Chromium is
+not installed.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import recordfactory as rf
 from headless import Chromium, Page, find_chromium
 from matplotlib import image
 
-from sglbench import report, results
+from sglbench import acceptance, lossless, report, results
 
 REPO = Path(__file__).resolve().parents[2]
 ARTIFACTS = REPO / "build" / "test-artifacts"
@@ -41,6 +43,23 @@ FACTS = """(async () => {
     banners: [...document.querySelectorAll(".banner")].map((b) => ({text: b.innerText, ...box(b)})),
     title: box(document.querySelector("h1")),
     sections: [...document.querySelectorAll("h2")].map((h) => h.textContent),
+    // Every table under the h2 and h3 it follows: header, rows (class and cells) and its box on the page.
+    tables: (() => {
+      const out = [];
+      let h2 = null, h3 = null;
+      for (const el of document.querySelectorAll("h2, h3, table")) {
+        if (el.tagName === "H2") { h2 = el.textContent; h3 = null; continue; }
+        if (el.tagName === "H3") { h3 = el.textContent; continue; }
+        out.push({
+          h2, h3,
+          head: [...el.querySelectorAll("thead th")].map((th) => th.textContent),
+          rows: [...el.querySelectorAll("tbody tr")].map((tr) => ({
+            cls: tr.className, cells: [...tr.cells].map((td) => td.textContent)})),
+          ...box(el.closest(".wide") || el),
+        });
+      }
+      return out;
+    })(),
     clientWidth: document.documentElement.clientWidth,
     scrollWidth: document.documentElement.scrollWidth,
     scrollHeight: document.documentElement.scrollHeight,
@@ -142,3 +161,44 @@ def test_telemetry_report_renders_in_chromium(chromium: Chromium, tmp_path: Path
     assert "Energy per output token" in alts
     assert "Telemetry of ar-tp1" in alts and "Telemetry of dflash-tp1" in alts
     assert [b["text"].split(" — ")[0] for b in facts["banners"]] == ["SIMULATED DATA"]
+
+
+def _tables(facts: dict[str, Any], h2: str, h3: str | None = None) -> list[dict[str, Any]]:
+    return [t for t in facts["tables"] if t["h2"] == h2 and (h3 is None or t["h3"] == h3)]
+
+
+def test_acceptance_and_losslessness_render_in_chromium(chromium: Chromium, tmp_path: Path) -> None:
+    """Speculative configs with per-request acceptance histograms and output token ids: the acceptance
+    plot, the per-position table (per point and per category) and the losslessness verdicts are on the
+    page as a reader sees it, the diverging config's row marked."""
+    out = tmp_path / "report.html"
+    res = results.load(rf.speculative_campaign(tmp_path))
+    report.render(res, out)
+    page = _open(chromium, out, "report-acceptance.png")
+    facts = _assert_renders(page, out)
+    assert "Acceptance length by prompt category" in [img["alt"] for img in facts["images"]]
+    for t in facts["tables"]:
+        assert t["w"] > 0 and t["h"] > 0 and t["x"] >= 0 and t["x"] + t["w"] <= WIDTH, (t["h2"], t["h3"])
+
+    (positions,) = _tables(facts, report.ACCEPTANCE, acceptance.HEADING)
+    head = positions["head"]
+    assert head[:3] == ["config", "point", "category"] and {"p1", "p2", "accepted drafts / step"} <= set(head)
+    rows = [dict(zip(head, r["cells"], strict=True)) for r in positions["rows"]]
+    expected = acceptance.display_rows(acceptance.position_table(acceptance.histograms(res)))
+    assert sorted(tuple(r.items()) for r in rows) == sorted(tuple(r.items()) for r in expected)  # as computed
+    cats = {r["category"] for r in rows if r["point"] == acceptance.ALL}
+    assert cats == {"math", "code", "chat"} and {r["point"] for r in rows} == {"c1", "c4", acceptance.ALL}
+    assert all(0 <= float(r["p1"]) <= 1 for r in rows)
+
+    (verdicts,) = _tables(facts, report.LOSSLESS)
+    head = verdicts["head"]
+    shown = {r["cells"][head.index("config")]: r for r in verdicts["rows"]}
+    assert set(shown) == {"dflash", "ddtree-b16"}
+    gate = lossless.gate(res).set_index("config")
+    assert gate.loc["ddtree-b16", lossless.COLUMN] == lossless.FAIL
+    assert gate.loc["dflash", lossless.COLUMN] == lossless.PASS
+    ok, bad = shown["dflash"], shown["ddtree-b16"]
+    assert ok["cells"][head.index(lossless.HEADER)] == "yes" and ok["cls"] == ""
+    assert bad["cells"][head.index(lossless.HEADER)] == "NO" and bad["cls"] == "failed"
+    n = int(gate.loc["ddtree-b16", "n_compared"])
+    assert bad["cells"][head.index("exact")] == f"{n - 1}/{n}"

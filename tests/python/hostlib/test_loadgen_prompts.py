@@ -89,12 +89,13 @@ def test_synthetic_prompts_fixed_length_and_seeded():
 
 def test_selection_is_deterministic_and_balanced():
     base = prompts.load_shipped_set("math")
-    pick = prompts.select_prompts(base, 100, seed=7)
-    assert pick == prompts.select_prompts(base, 100, seed=7)
-    assert pick != prompts.select_prompts(base, 100, seed=8)
+    n = 2 * len(base) + 7  # two whole passes and a part of the third
+    pick = prompts.select_prompts(base, n, seed=7)
+    assert pick == prompts.select_prompts(base, n, seed=7)
+    assert pick != prompts.select_prompts(base, n, seed=8)
     counts = Counter(p.id for p in pick)
     assert set(counts) == {p.id for p in base}
-    assert max(counts.values()) - min(counts.values()) <= 1
+    assert sorted(set(counts.values())) == [2, 3] and sum(c == 3 for c in counts.values()) == 7
 
 
 def test_params_round_trip():
