@@ -432,3 +432,30 @@ def turn_table(records: Sequence[RequestRecord]) -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+def format_turns(points: Sequence[dict[str, Any]]) -> str:
+    """The per-turn tables of a summary's points as text ("" when no point has one)."""
+    head = (
+        f"{'point':>10} {'rep':>3} {'turn':>4} {'ok':>5} {'ttft50':>8} {'prompt':>8} {'cached':>8} "
+        f"{'cached%':>7}"
+    )
+    lines = []
+    for p in points:
+        for t in p.get("turns") or ():
+            frac = t["cached_fraction"]
+            cells = (
+                _fmt(t["ttft_ms"]["p50"], ".1f"),
+                _fmt(t["prompt_tokens_mean"], ".0f"),
+                _fmt(t["cached_tokens_mean"], ".0f"),
+                _fmt(frac * 100 if frac is not None else None, ".1f"),
+            )
+            lines.append(
+                f"{p['point']:>10} {p['repeat']:>3} {t['turn']:>4} {t['n_ok']:>5} "
+                f"{cells[0]:>8} {cells[1]:>8} {cells[2]:>8} {cells[3]:>7}"
+            )
+    return "\n".join([head, *lines]) if lines else ""
+
+
+def _fmt(v: float | None, spec: str) -> str:
+    return "-" if v is None else format(v, spec)
