@@ -367,3 +367,24 @@ def test_sessions_follow_a_rate_schedule_and_a_failed_turn_ends_its_session(monk
     firsts = sorted(r.scheduled_s for r in pr.records if r.turn == 0)
     assert firsts == pytest.approx(schedule[:4])  # sessions start on the Poisson schedule
     assert pr.summary["n_err"] == 4 and pr.summary["valid"] is False
+
+
+def test_a_rate_point_judges_the_rate_of_session_starts():
+    plist = prompts.resolve_prompt_source("multi-turn:10x3:6:3", seed=0)
+    with nullserver.NullServerThread(nullserver.NullServerConfig(ttft_s=0.05)) as srv:
+        spec = loadgen.BenchSpec(
+            url=srv.url,
+            prompts=plist,
+            points=[loadgen.LoadPoint(request_rate=40.0)],
+            sampling=loadgen.SamplingSpec(max_new_tokens=2, ignore_eos=True),
+            num_prompts=30,
+            repeats=1,
+            warmup=0,
+        )
+        pr = loadgen.run_campaign(spec).points[0]
+    assert pr.summary["n_ok"] == 30
+    starts = sorted(r.sent_s for r in pr.records if r.turn == 0)
+    every = sorted(r.sent_s for r in pr.records)
+    achieved = pr.summary["client"]["achieved_rate"]
+    assert achieved == pytest.approx(9 / (starts[-1] - starts[0]))  # the sessions the schedule started
+    assert achieved != pytest.approx(29 / (every[-1] - every[0]), rel=0.05)  # not every turn's send
