@@ -388,3 +388,26 @@ def test_a_rate_point_judges_the_rate_of_session_starts():
     achieved = pr.summary["client"]["achieved_rate"]
     assert achieved == pytest.approx(9 / (starts[-1] - starts[0]))  # the sessions the schedule started
     assert achieved != pytest.approx(29 / (every[-1] - every[0]), rel=0.05)  # not every turn's send
+
+
+def test_a_duration_bound_starts_no_session_after_the_deadline_and_ends_the_started_ones():
+    plist = prompts.resolve_prompt_source("multi-turn:50x3:6:3", seed=0)
+    with nullserver.NullServerThread(nullserver.NullServerConfig(ttft_s=0.04)) as srv:
+        spec = loadgen.BenchSpec(
+            url=srv.url,
+            prompts=plist,
+            points=[loadgen.LoadPoint(concurrency=2)],
+            sampling=loadgen.SamplingSpec(max_new_tokens=2, ignore_eos=True),
+            num_prompts=10**9,
+            duration_s=0.3,
+            repeats=1,
+            warmup=0,
+        )
+        pr = loadgen.run_campaign(spec).points[0]
+    by_session: dict[str, list[int]] = {}
+    for r in pr.records:
+        by_session.setdefault(str(r.session), []).append(int(r.turn or 0))
+    assert 2 <= len(by_session) < 50
+    assert all(sorted(turns) == [0, 1, 2] for turns in by_session.values())  # started sessions finish
+    assert all(r.sent_s < 0.3 for r in pr.records if r.turn == 0)
+    assert max(r.end_s for r in pr.records) > 0.3  # the last turns ran past the deadline
