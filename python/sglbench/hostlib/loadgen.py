@@ -11,6 +11,8 @@ Load shapes, per point of a campaign:
   an optional concurrency cap (time waiting for a slot is recorded as ``queue``, not hidden);
 - bounded by a request count and/or a duration (no new sends after the deadline; in-flight requests
   finish and count).
+- multi-turn sessions (prompts with ``session`` and ``turn``): either shape plays whole sessions, each turn
+  sent with the session's history once the previous answer arrived (:mod:`.sessions`).
 
 Per (point, repeat): ``POST /flush_cache`` → warmup requests (same concurrency, marked ``warmup``,
 excluded from metrics) → ``/flush_cache`` again (resets SGLang's acceptance counters) → measured run
