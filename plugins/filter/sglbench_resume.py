@@ -2,7 +2,7 @@
 
 ``sglbench_attempt_identity``: identity hash of a config attempt (:func:`sglbench.resume.attempt_identity`).
 ``sglbench_prompt_records``: prompt sets (shipped names, ``synthetic:<len>``, ``sharegpt:<path>``,
-``shared-prefix:<N>x<M>``, JSONL paths) as the
+``shared-prefix:<N>x<M>``, ``multi-turn:<S>x<T>``, ``sharegpt-turns:<path>``, JSONL paths) as the
 prompt records the ``sglbench_prompt_bench`` module takes (:mod:`sglbench.hostlib.prompts`).
 The implementations live once in the package (standard library only); this file only exposes them.
 """

@@ -35,6 +35,10 @@ options:
     description:
       - Prompt records (C(prompt)/C(messages)/C(input_ids), optional C(id), C(category)) or plain strings,
         e.g. the lines of a shipped set read on the controller with C(lookup('file', ...)).
+      - Records with C(session) and C(turn) are the user turns of multi-turn sessions, each sent with the
+        session's history and the server's answers (C(module_utils/sglbench_hostlib/sessions)); then every
+        record must be one, and I(procs) must be 1. Each point's summary gains C(turns), per-turn TTFT and
+        cached tokens.
       - Mutually exclusive with I(synthetic_input_len).
     type: list
     elements: raw

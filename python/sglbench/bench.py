@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from sglbench.hostlib import loadgen, metrics, prompts
+from sglbench.hostlib import loadgen, metrics, prompts, sessions
 from sglbench.hostlib.atomic_file import write_atomic
 from sglbench.records import stand_in_time_scale
 
@@ -340,6 +340,9 @@ def _run_bench(args: argparse.Namespace) -> int:
     files = write_results(result, args.out)
     summary = json.loads(files[0].read_text())
     print(format_table(summary))
+    turns = sessions.format_turns(summary["points"])
+    if turns:
+        print(turns)
     print("wrote " + ", ".join(str(f) for f in files))
     return verdict(summary)
 

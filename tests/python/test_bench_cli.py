@@ -115,6 +115,28 @@ def test_bench_writes_summary_and_records(server, tmp_path, capsys):
     assert "SIMULATED" in table and "wrote" in table
 
 
+def test_bench_multi_turn_prints_the_turns_and_keeps_session_rows(server, tmp_path, capsys):
+    key = tmp_path / "key"
+    key.write_text("k3y\n")
+    out = tmp_path / "run"
+    argv = ["bench", "--url", server.url, "--prompts", "multi-turn:3x2:10:4", "--concurrency", "2"]
+    argv += ["--num-prompts", "6", "--max-new-tokens", "4", "--repeats", "1", "--api-key-file", str(key)]
+    rc = main([*argv, "--out", str(out)])
+    assert rc == rc_for(out)
+    summary = json.loads((out / "summary.json").read_text())
+    (point,) = summary["points"]
+    assert [(t["turn"], t["n_ok"]) for t in point["turns"]] == [(0, 3), (1, 3)]
+    table = capsys.readouterr().out
+    assert "cached%" in table and len([x for x in table.splitlines() if x.split()[:1] == ["c2"]]) == 3
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    df = pd.read_parquet(out / "requests.parquet")
+    measured = df[~df["warmup"]]
+    assert sorted(zip(measured["session"], measured["turn"], strict=True)) == [
+        (f"mt-s{s}", t) for s in range(3) for t in range(2)
+    ]
+
+
 def test_bench_refuses_to_mix_results_into_an_existing_run(server, tmp_path, capsys):
     out = tmp_path / "run"
     out.mkdir()

@@ -87,7 +87,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         help=f"shipped set ({', '.join((*prompts.SHIPPED_SETS, prompts.MIXED_SET))}; comma-join several), "
         "synthetic:INPUT_LEN (random token ids, native/openai only), sharegpt:PATH (first turns of a "
         "ShareGPT file), shared-prefix:NxM[:SYS_WORDS:Q_WORDS] (N system prompts x M questions, seeded by "
-        "--seed), or a JSONL file",
+        "--seed), multi-turn:SxT[:SYS_WORDS:USER_WORDS] (S sessions of T turns, each sent with its history, "
+        "seeded by --seed), sharegpt-turns:PATH (every user turn of a ShareGPT file, one session per "
+        "conversation), or a JSONL file",
     )
     p.add_argument(
         "--max-concurrency",

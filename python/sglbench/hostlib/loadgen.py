@@ -11,6 +11,8 @@ Load shapes, per point of a campaign:
   an optional concurrency cap (time waiting for a slot is recorded as ``queue``, not hidden);
 - bounded by a request count and/or a duration (no new sends after the deadline; in-flight requests
   finish and count).
+- multi-turn sessions (prompts with ``session`` and ``turn``): either shape plays whole sessions, each turn
+  sent with the session's history once the previous answer arrived (:mod:`.sessions`).
 
 Per (point, repeat): ``POST /flush_cache`` → warmup requests (same concurrency, marked ``warmup``,
 excluded from metrics) → ``/flush_cache`` again (resets SGLang's acceptance counters) → measured run
@@ -57,6 +59,7 @@ from . import loadgen_api as api_mod
 from . import loadgen_http as http_mod
 from . import metrics as metrics_mod
 from . import prompts as prompts_mod
+from . import sessions as sessions_mod
 from . import sglang_facts as facts
 
 Prompt = prompts_mod.Prompt
@@ -172,6 +175,10 @@ class BenchSpec:
         except ValueError as exc:
             raise LoadgenError(str(exc)) from None
         self._validate_procs()
+        try:
+            sessions_mod.check_prompts(self.prompts, self.procs)
+        except prompts_mod.PromptError as exc:
+            raise LoadgenError(str(exc)) from None
 
     def _validate_point(self, p: LoadPoint) -> None:
         if p.concurrency is None and p.request_rate is None:
@@ -474,6 +481,8 @@ class LoadRunner:
         self._extra_headers = b"Accept: text/event-stream\r\n"
         self.flush_failures = 0
         self.child_connections_opened = 0  # connections opened by client processes (procs > 1)
+        # Multi-turn sessions (prompts with session and turn), played by sessions.run_sessions; else None.
+        self.sessions = sessions_mod.check_prompts(spec.prompts, spec.procs)
 
     # -- small admin calls ---------------------------------------------------------------------------
     async def get_json(self, path: str, timeout: float = 30.0) -> dict[str, Any] | None:
@@ -531,10 +540,26 @@ class LoadRunner:
         return {"server_info": server_info, "model_info": model_info, "model": model, "simulated": simulated}
 
     # -- one request ---------------------------------------------------------------------------------
-    async def _one(self, rec: RequestRecord, prompt: Prompt, t0: float, model: str | None) -> float:
-        """Send one request, fill ``rec``; return the absolute time the response ended (or failed)."""
+    async def _one(
+        self,
+        rec: RequestRecord,
+        prompt: Prompt,
+        t0: float,
+        model: str | None,
+        tap: Callable[[list[bytes]], None] | None = None,
+    ) -> float:
+        """Send one request, fill ``rec``; return the absolute time the response ended (or failed).
+        ``tap`` also gets every event's payloads (a session turn keeps its answer's text)."""
         greedy = self.spec.sampling.temperature == 0
         dec = api_mod.StreamDecoder(self.spec.api, rec, keep_output_ids=greedy and not rec.warmup)
+        on_event = dec.on_event
+        if tap is not None:
+            decode = on_event
+
+            def on_event(payloads: list[bytes], t: float) -> None:
+                decode(payloads, t)
+                tap(payloads)
+
         resp = http_mod.Response()
         try:
             body = api_mod.build_body(self.spec.api, prompt, self.spec.sampling, model)
@@ -549,7 +574,7 @@ class LoadRunner:
                 "POST",
                 self.path,
                 raw=raw,
-                on_event=dec.on_event,
+                on_event=on_event,
                 timeout=self.spec.request_timeout_s,
                 into=resp,
             )
@@ -639,13 +664,19 @@ class LoadRunner:
             return await self._run_point_procs(point, repeat, model)
         spec = self.spec
         seed = spec.seed + repeat
-        measured = itertools.islice(prompts_mod.iter_prompts(spec.prompts, seed), spec.num_prompts)
+        measured: Iterable[Prompt] | sessions_mod.SessionPlan
+        if self.sessions is not None:
+            measured = sessions_mod.SessionPlan(self.sessions, spec.num_prompts, seed)
+            warm_pool = sessions_mod.first_turns(self.sessions)
+        else:
+            measured = itertools.islice(prompts_mod.iter_prompts(spec.prompts, seed), spec.num_prompts)
+            warm_pool = spec.prompts
         n_warm = self._n_warm(point)
         self.hooks.before_point()
         if spec.flush_cache:
             await self.flush_cache()
         if n_warm > 0:
-            warm_prompts = prompts_mod.select_prompts(spec.prompts, n_warm, seed + 1_000_003)
+            warm_prompts = prompts_mod.select_prompts(warm_pool, n_warm, seed + 1_000_003)
             warm: list[RequestRecord] = []
             await self._closed_loop(
                 warm_prompts, n_warm, point.concurrency or n_warm, _perf(), None, model, True, warm
@@ -684,7 +715,7 @@ class LoadRunner:
 
     async def _measure(
         self,
-        prompts: Iterable[Prompt],
+        prompts: Iterable[Prompt] | sessions_mod.SessionPlan,
         n: int,
         concurrency: int | None,
         schedule: list[float] | None,
@@ -699,7 +730,12 @@ class LoadRunner:
         lag.start()
         cpu0 = time.process_time()
         sched0 = runqueue_wait_s()
-        if schedule is None:
+        if isinstance(prompts, sessions_mod.SessionPlan):
+            deadline = t0 + spec.duration_s if spec.duration_s else None
+            await sessions_mod.run_sessions(
+                self._one, spec.api, prompts, concurrency, schedule, t0, deadline, model, records
+            )
+        elif schedule is None:
             assert concurrency is not None
             deadline = t0 + spec.duration_s if spec.duration_s else None
             await self._closed_loop(prompts, n, concurrency, t0, deadline, model, False, records)
@@ -741,6 +777,8 @@ class LoadRunner:
             "t0_unix": t0_wall,
             **summary,
         }
+        if self.sessions is not None:
+            summary["turns"] = sessions_mod.turn_table(records)
         return PointResult(point, repeat, seed, t0_wall, records, summary)
 
     # -- one point over several client processes (procs > 1) ----------------------------------------

@@ -277,7 +277,9 @@ def client_health(
         )
     achieved = None
     if stats.target_rate and not math.isinf(stats.target_rate) and stats.send_window_s:
-        sent_times = sorted(_get(r, "sent_s") for r in records if _get(r, "sent_s") is not None)
+        # The sends the schedule made: a session's later turns follow its answers, not the schedule.
+        scheduled = [r for r in records if not _get(r, "turn")]
+        sent_times = sorted(_get(r, "sent_s") for r in scheduled if _get(r, "sent_s") is not None)
         if len(sent_times) > 1:
             achieved = (
                 (len(sent_times) - 1) / (sent_times[-1] - sent_times[0])

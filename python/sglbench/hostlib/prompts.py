@@ -13,6 +13,8 @@ A prompt record (one JSON object per line) carries exactly one of:
 - ``"input_ids"``: a list of token ids (native ``/generate`` and ``/v1/completions`` only).
 
 Optional: ``"id"`` (defaults to ``<source>:<line>``) and ``"category"`` (defaults to ``"user"``).
+``"session"`` (a string) and ``"turn"`` (0, 1, ...) together make the record one user turn of a multi-turn
+session: the load generator sends it with the session's history (:mod:`.sessions`).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import itertools
 import json
 import random
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +51,8 @@ class Prompt:
     text: str | None = None
     messages: tuple[dict[str, str], ...] | None = None
     input_ids: tuple[int, ...] | None = None
+    session: str | None = None  # with ``turn``: one user turn of a multi-turn session (.sessions)
+    turn: int | None = None
 
     @property
     def kind(self) -> str:
@@ -85,6 +89,8 @@ class Prompt:
             out["messages"] = [dict(m) for m in self.messages]
         if self.input_ids is not None:
             out["input_ids"] = list(self.input_ids)
+        if self.session is not None:
+            out.update(session=self.session, turn=self.turn)
         return out
 
 
@@ -103,12 +109,15 @@ def parse_prompt_record(obj: Any, where: str, default_id: str) -> Prompt:
         )
     pid = str(obj.get("id", default_id))
     category = str(obj.get("category", "user"))
+    session, turn = _session_turn(obj, where)
     key = present[0]
     value = obj[key]
     if key in ("prompt", "text"):
         if not isinstance(value, str) or not value:
             raise PromptError(f"{where}: '{key}' must be a non-empty string")
-        return Prompt(id=pid, category=category, text=value)
+        return Prompt(id=pid, category=category, text=value, session=session, turn=turn)
+    if session is not None:
+        raise PromptError(f"{where}: a session turn is text; give it as 'prompt', not '{key}'")
     if key == "messages":
         if not isinstance(value, list) or not value:
             raise PromptError(
@@ -125,6 +134,18 @@ def parse_prompt_record(obj: Any, where: str, default_id: str) -> Prompt:
     if not isinstance(value, list) or not value or not all(isinstance(t, int) and t >= 0 for t in value):
         raise PromptError(f"{where}: 'input_ids' must be a non-empty list of non-negative integers")
     return Prompt(id=pid, category=category, input_ids=tuple(value))
+
+
+def _session_turn(obj: dict[str, Any], where: str) -> tuple[str | None, int | None]:
+    """The record's ``session`` and ``turn``: both or neither, a non-empty string and an integer >= 0."""
+    session, turn = obj.get("session"), obj.get("turn")
+    if session is None and turn is None:
+        return None, None
+    if not isinstance(session, str) or not session:
+        raise PromptError(f"{where}: 'session' must be a non-empty string when 'turn' is given")
+    if isinstance(turn, bool) or not isinstance(turn, int) or turn < 0:
+        raise PromptError(f"{where}: 'turn' must be an integer >= 0 (0 = the session's first turn)")
+    return session, turn
 
 
 def load_jsonl(path: str | Path, default_category: str | None = None) -> list[Prompt]:
@@ -152,7 +173,7 @@ def load_jsonl(path: str | Path, default_category: str | None = None) -> list[Pr
             raise PromptError(f"{where}: JSON nested too deeply; one flat JSON object per line") from None
         prompt = parse_prompt_record(obj, where, default_id=f"{p.stem}:{no}")
         if default_category and "category" not in (obj if isinstance(obj, dict) else {}):
-            prompt = Prompt(prompt.id, default_category, prompt.text, prompt.messages, prompt.input_ids)
+            prompt = replace(prompt, category=default_category)
         out.append(prompt)
     if not out:
         raise PromptError(f"prompt file {p} holds no prompts")
@@ -237,15 +258,19 @@ def load_shipped_set(name: str) -> list[Prompt]:
 
 def resolve_prompt_source(spec: str, *, synthetic_n: int = 64, seed: int = 0) -> list[Prompt]:
     """Resolve ``--prompts``: a set name, several joined by commas, ``synthetic:LEN``, a workload source
-    (``sharegpt:<path>``, ``shared-prefix:<N>x<M>``; :mod:`.workloads`), or a JSONL path."""
+    (``sharegpt:<path>``, ``shared-prefix:<N>x<M>``; :mod:`.workloads`), a multi-turn session source
+    (``multi-turn:<S>x<T>``, ``sharegpt-turns:<path>``; :mod:`.sessions`), or a JSONL path."""
     spec = spec.strip()
     length = parse_synthetic(spec)
     if length is not None:
         return synthetic_prompts(synthetic_n, length, seed)
-    from . import workloads  # imports this module: resolved here, not at import time
+    from . import sessions, workloads  # they import this module: resolved here, not at import time
 
     if workloads.is_workload(spec):
         records = workloads.workload_records(spec, seed)
+        return [parse_prompt_record(r, f"{spec} {r['id']}", default_id=r["id"]) for r in records]
+    if sessions.is_session_source(spec):
+        records = sessions.session_records(spec, seed)
         return [parse_prompt_record(r, f"{spec} {r['id']}", default_id=r["id"]) for r in records]
     names = [s.strip() for s in spec.split(",") if s.strip()]
     if names and all(n in (*SHIPPED_SETS, MIXED_SET) for n in names):
@@ -259,7 +284,7 @@ def resolve_prompt_source(spec: str, *, synthetic_n: int = 64, seed: int = 0) ->
     raise PromptError(
         f"--prompts {spec!r} is neither a shipped set ({', '.join((*SHIPPED_SETS, MIXED_SET))}), "
         f"'{SYNTHETIC_PREFIX}<input_len>', 'sharegpt:<path>', 'shared-prefix:<N>x<M>', "
-        "nor an existing JSONL file"
+        "'multi-turn:<S>x<T>', 'sharegpt-turns:<path>', nor an existing JSONL file"
     )
 
 
