@@ -81,11 +81,13 @@ EXPECTED = {
     "prompts",
     "result_schema",
     "server_api",
+    "sessions",  # the load generator sends multi-turn sessions; they read the workload sources' words
     "sglang_args",
     "sglang_catalog",
     "sglang_defaults",
     "sglang_facts",
     "unit_files",
+    "workloads",
 }
 
 
