@@ -2,8 +2,8 @@
 
 ``sglbench_attempt_identity``: identity hash of a config attempt (:func:`sglbench.resume.attempt_identity`).
 ``sglbench_prompt_records``: prompt sets (shipped names, ``synthetic:<len>``, ``sharegpt:<path>``,
-``shared-prefix:<N>x<M>``, JSONL paths) as the
-prompt records the ``sglbench_prompt_bench`` module takes (:mod:`sglbench.hostlib.prompts`).
+``shared-prefix:<N>x<M>``, ``trace:<path>``, ``long-context:<tokens>``, ``specbench:<path>``, JSONL paths)
+as the prompt records the ``sglbench_prompt_bench`` module takes (:mod:`sglbench.hostlib.prompts`).
 The implementations live once in the package (standard library only); this file only exposes them.
 """
 

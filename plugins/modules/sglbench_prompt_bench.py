@@ -33,8 +33,11 @@ options:
     type: str
   prompts:
     description:
-      - Prompt records (C(prompt)/C(messages)/C(input_ids), optional C(id), C(category)) or plain strings,
-        e.g. the lines of a shipped set read on the controller with C(lookup('file', ...)).
+      - Prompt records (C(prompt)/C(messages)/C(input_ids)/C(token_blocks), optional C(id), C(category),
+        C(max_new_tokens), C(arrival_s)) or plain strings, e.g. the lines of a shipped set read on the
+        controller with C(lookup('file', ...)).
+      - Records with C(arrival_s) are a trace (C(module_utils/sglbench_hostlib/trace_replay)), replayed
+        alone; a rate point sends them at their own instants, scaled to its rate.
       - Mutually exclusive with I(synthetic_input_len).
     type: list
     elements: raw

@@ -87,7 +87,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         help=f"shipped set ({', '.join((*prompts.SHIPPED_SETS, prompts.MIXED_SET))}; comma-join several), "
         "synthetic:INPUT_LEN (random token ids, native/openai only), sharegpt:PATH (first turns of a "
         "ShareGPT file), shared-prefix:NxM[:SYS_WORDS:Q_WORDS] (N system prompts x M questions, seeded by "
-        "--seed), or a JSONL file",
+        "--seed), trace:PATH (a Mooncake trace; each --request-rate replays it at that mean rate), "
+        "long-context:TOKENS[xCOUNT], specbench:PATH (Spec-Bench/SPEED-Bench questions by category), or a "
+        "JSONL file",
     )
     p.add_argument(
         "--max-concurrency",
