@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from . import token_blocks
+from .token_blocks import MAX_TOKENS, TOKEN_ID_RANGE, TokenBlocks
 
 SHIPPED_SETS: tuple[str, ...] = ("math", "code", "chat", "summarize", "long-context")
 MIXED_SET = "mixed"  # all shipped sets together
@@ -37,10 +37,10 @@ DEFAULT_PROMPT_SET = MIXED_SET
 SYNTHETIC_PREFIX = "synthetic:"
 # Token ids drawn for synthetic prompts. Kept well inside any modern vocabulary and above the usual
 # special-token range so that a random prompt never contains BOS/EOS/pad ids.
-SYNTHETIC_ID_RANGE = token_blocks.TOKEN_ID_RANGE
+SYNTHETIC_ID_RANGE = TOKEN_ID_RANGE
 # Synthetic prompts are built in memory before the first request: bound them. The longest context any
 # SGLang model serves is well below 2**20 tokens; 2**24 token ids in all is about 130 MB.
-MAX_SYNTHETIC_INPUT_LEN = token_blocks.MAX_TOKENS
+MAX_SYNTHETIC_INPUT_LEN = MAX_TOKENS
 MAX_SYNTHETIC_IDS = 1 << 24
 
 
@@ -58,7 +58,7 @@ class Prompt:
     text: str | None = None
     messages: tuple[dict[str, str], ...] | None = None
     input_ids: tuple[int, ...] | None = None
-    token_blocks: token_blocks.TokenBlocks | None = None
+    token_blocks: TokenBlocks | None = None
     max_new_tokens: int | None = None  # this request's own output length (sent with ignore_eos)
     arrival_s: float | None = None  # its send time in a replayed trace (trace_replay)
 
@@ -165,7 +165,7 @@ def _prompt_content(obj: dict[str, Any], where: str, default_id: str) -> Prompt:
         return Prompt(id=pid, category=category, messages=tuple(msgs))
     if key == "token_blocks":
         try:
-            return Prompt(id=pid, category=category, token_blocks=token_blocks.TokenBlocks.from_param(value))
+            return Prompt(id=pid, category=category, token_blocks=TokenBlocks.from_param(value))
         except ValueError as exc:
             raise PromptError(f"{where}: {exc}") from None
     if not isinstance(value, list) or not value or not all(isinstance(t, int) and t >= 0 for t in value):
