@@ -9,6 +9,8 @@ Load shapes, per point of a campaign:
   one ended (``ready`` = arrival of the previous response's last byte);
 - open loop at a Poisson request rate (seeded exponential gaps, precomputed as absolute times), with
   an optional concurrency cap (time waiting for a slot is recorded as ``queue``, not hidden);
+- a trace (prompts with send times, ``trace_replay``): a rate point sends them in trace order at the
+  trace's own instants, scaled to the point's rate, instead of Poisson times;
 - bounded by a request count and/or a duration (no new sends after the deadline; in-flight requests
   finish and count).
 
