@@ -33,8 +33,11 @@ options:
     type: str
   prompts:
     description:
-      - Prompt records (C(prompt)/C(messages)/C(input_ids), optional C(id), C(category)) or plain strings,
-        e.g. the lines of a shipped set read on the controller with C(lookup('file', ...)).
+      - Prompt records (C(prompt)/C(messages)/C(input_ids)/C(token_blocks), optional C(id), C(category),
+        C(max_new_tokens), C(arrival_s)) or plain strings, e.g. the lines of a shipped set read on the
+        controller with C(lookup('file', ...)).
+      - Records with C(arrival_s) are a trace (C(module_utils/sglbench_hostlib/trace_replay)), replayed
+        alone; a rate point sends them at their own instants, scaled to its rate.
       - Records with C(session) and C(turn) are the user turns of multi-turn sessions, each sent with the
         session's history and the server's answers (C(module_utils/sglbench_hostlib/sessions)); then every
         record must be one, and I(procs) must be 1. Each point's summary gains C(turns), per-turn TTFT and

@@ -77,6 +77,7 @@ EXPECTED = {
     "load_points",
     "loadgen_api",
     "loadgen_http",
+    "long_context",
     "metrics",
     "prompts",
     "result_schema",
@@ -86,6 +87,8 @@ EXPECTED = {
     "sglang_catalog",
     "sglang_defaults",
     "sglang_facts",
+    "token_blocks",
+    "trace_replay",
     "unit_files",
     "workloads",
 }

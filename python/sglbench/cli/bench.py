@@ -89,7 +89,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[
         "ShareGPT file), shared-prefix:NxM[:SYS_WORDS:Q_WORDS] (N system prompts x M questions, seeded by "
         "--seed), multi-turn:SxT[:SYS_WORDS:USER_WORDS] (S sessions of T turns, each sent with its history, "
         "seeded by --seed), sharegpt-turns:PATH (every user turn of a ShareGPT file, one session per "
-        "conversation), or a JSONL file",
+        "conversation), trace:PATH (a Mooncake trace; each --request-rate replays it at that mean rate), "
+        "long-context:TOKENS[xCOUNT], specbench:PATH (Spec-Bench/SPEED-Bench questions by category), or a "
+        "JSONL file",
     )
     p.add_argument(
         "--max-concurrency",

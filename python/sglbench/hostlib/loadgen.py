@@ -9,6 +9,8 @@ Load shapes, per point of a campaign:
   one ended (``ready`` = arrival of the previous response's last byte);
 - open loop at a Poisson request rate (seeded exponential gaps, precomputed as absolute times), with
   an optional concurrency cap (time waiting for a slot is recorded as ``queue``, not hidden);
+- a trace (prompts with send times, ``trace_replay``): a rate point sends them in trace order at the
+  trace's own instants, scaled to the point's rate, instead of Poisson times;
 - bounded by a request count and/or a duration (no new sends after the deadline; in-flight requests
   finish and count).
 - multi-turn sessions (prompts with ``session`` and ``turn``): either shape plays whole sessions, each turn
@@ -54,7 +56,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from . import load_points, result_schema, server_api
+from . import load_points, long_context, result_schema, server_api, trace_replay
 from . import loadgen_api as api_mod
 from . import loadgen_http as http_mod
 from . import metrics as metrics_mod
@@ -166,9 +168,14 @@ class BenchSpec:
             self.max_error_rate = metrics_mod.check_max_error_rate(self.max_error_rate)
         except ValueError as exc:
             raise LoadgenError(str(exc)) from None
-        if self.api == "openai-chat" and any(p.input_ids is not None for p in self.prompts):
+        try:
+            trace_replay.timed(self.prompts)
+        except ValueError as exc:
+            raise LoadgenError(str(exc)) from None
+        if self.api == "openai-chat" and any(p.kind == "input_ids" for p in self.prompts):
             raise LoadgenError(
-                "token-id prompts (synthetic:N) cannot go to /v1/chat/completions; use --api native"
+                "token-id prompts (synthetic:N, trace:, long-context:) cannot go to /v1/chat/completions; "
+                "use --api native"
             )
         try:
             Endpoint.from_url(self.url)
@@ -483,6 +490,8 @@ class LoadRunner:
         self.child_connections_opened = 0  # connections opened by client processes (procs > 1)
         # Multi-turn sessions (prompts with session and turn), played by sessions.run_sessions; else None.
         self.sessions = sessions_mod.check_prompts(spec.prompts, spec.procs)
+        self.timed = trace_replay.timed(spec.prompts)  # a trace: its order, its send times
+        self._point_extra: dict[str, Any] = {}  # what the point's schedule adds to its summary
 
     # -- small admin calls ---------------------------------------------------------------------------
     async def get_json(self, path: str, timeout: float = 30.0) -> dict[str, Any] | None:
@@ -529,11 +538,20 @@ class LoadRunner:
         server_info = await self._first_json(facts.SERVER_INFO_ENDPOINTS)
         model_info = await self._first_json(facts.MODEL_INFO_ENDPOINTS)
         model = self.spec.model
-        if model is None and self.spec.api != "native":
+        token_prompts = any(p.kind == "input_ids" for p in self.spec.prompts)
+        models = None
+        if (model is None and self.spec.api != "native") or token_prompts:
             models = await self.get_json(facts.V1_MODELS)
+        if model is None and self.spec.api != "native":
             data = (models or {}).get("data") or []
             if data and isinstance(data[0], dict) and data[0].get("id"):
                 model = str(data[0]["id"])
+        if token_prompts:  # lengths known here: refuse what the server would reject, before any load
+            context = long_context.served_context(server_info, models)
+            try:
+                long_context.check_fits(self.spec.prompts, context, self.spec.sampling.max_new_tokens)
+            except ValueError as exc:
+                raise LoadgenError(str(exc)) from None
         simulated = (
             self.spec.simulated if self.spec.simulated is not None else is_simulated(server_info, model_info)
         )
@@ -669,7 +687,7 @@ class LoadRunner:
             measured = sessions_mod.SessionPlan(self.sessions, spec.num_prompts, seed)
             warm_pool = sessions_mod.first_turns(self.sessions)
         else:
-            measured = itertools.islice(prompts_mod.iter_prompts(spec.prompts, seed), spec.num_prompts)
+            measured = itertools.islice(self._sequence(seed), spec.num_prompts)
             warm_pool = spec.prompts
         n_warm = self._n_warm(point)
         self.hooks.before_point()
@@ -704,12 +722,33 @@ class LoadRunner:
         """Warmup requests of a point: as given, else one per concurrency slot (8 in rate mode), max 64."""
         return self.spec.warmup if self.spec.warmup is not None else min(point.concurrency or 8, 64)
 
+    def _sequence(self, seed: int) -> Iterable[Prompt]:
+        """The point's prompts in sending order: a trace's own order (over again after its end), else
+        seeded shuffles of the set."""
+        if self.timed:
+            return itertools.cycle(self.spec.prompts)
+        return prompts_mod.iter_prompts(self.spec.prompts, seed)
+
     def _schedule(self, point: LoadPoint, seed: int, stats: metrics_mod.ClientStats) -> list[float] | None:
-        """Rate mode: the point's Poisson send times (also noted in ``stats``); closed loop: None."""
+        """Rate mode: the point's send times (also noted in ``stats``), Poisson or a trace's scaled to the
+        rate (trace_replay); closed loop: None."""
+        self._point_extra = {}
         if point.request_rate is None:
             return None
-        schedule = poisson_schedule(point.request_rate, self.spec.num_prompts, seed, self.spec.duration_s)
-        stats.target_rate = point.request_rate
+        if self.timed:
+            arrivals = [p.arrival_s for p in self.spec.prompts]
+            try:
+                replay = trace_replay.replay_schedule(
+                    arrivals, point.request_rate, self.spec.num_prompts, self.spec.duration_s
+                )
+            except ValueError as exc:
+                raise LoadgenError(f"point {point.label()}: {exc}") from None
+            schedule = replay.times
+            stats.target_rate = replay.window_rate or point.request_rate
+            self._point_extra = {"trace_replay": replay.summary(point.request_rate)}
+        else:
+            schedule = poisson_schedule(point.request_rate, self.spec.num_prompts, seed, self.spec.duration_s)
+            stats.target_rate = point.request_rate
         stats.send_window_s = schedule[-1] if schedule else None
         return schedule
 
@@ -775,6 +814,7 @@ class LoadRunner:
             "seed": seed,
             "warmup_requests": n_warm,
             "t0_unix": t0_wall,
+            **self._point_extra,
             **summary,
         }
         if self.sessions is not None:
@@ -793,7 +833,7 @@ class LoadRunner:
         shards = []
         for k in range(nprocs):
             # The point's one deterministic prompt sequence, every P-th request from k on.
-            mine = itertools.islice(prompts_mod.iter_prompts(spec.prompts, seed), k, spec.num_prompts, nprocs)
+            mine = itertools.islice(self._sequence(seed), k, spec.num_prompts, nprocs)
             shards.append(
                 _Shard(
                     k=k,

@@ -101,17 +101,21 @@ class RequestRecord:
 
 
 def build_body(api: str, prompt: Prompt, sampling: SamplingSpec, model: str | None) -> bytes:
-    """JSON body for one streamed request."""
+    """JSON body for one streamed request. A prompt with its own ``max_new_tokens`` (a trace's output
+    length) asks for exactly that many tokens (``ignore_eos``), whatever ``sampling`` says."""
+    max_new = prompt.max_new_tokens or sampling.max_new_tokens
+    ignore_eos = sampling.ignore_eos or prompt.max_new_tokens is not None
+    ids = prompt.token_ids()
     if api == "native":
-        sp: dict[str, Any] = {"max_new_tokens": sampling.max_new_tokens, "temperature": sampling.temperature}
-        if sampling.ignore_eos:
+        sp: dict[str, Any] = {"max_new_tokens": max_new, "temperature": sampling.temperature}
+        if ignore_eos:
             sp["ignore_eos"] = True
         if sampling.top_p is not None:
             sp["top_p"] = sampling.top_p
         sp.update(sampling.extra)
         body: dict[str, Any] = {"sampling_params": sp, "stream": True}
-        if prompt.input_ids is not None:
-            body["input_ids"] = list(prompt.input_ids)
+        if ids is not None:
+            body["input_ids"] = list(ids)
         else:
             body["text"] = prompt.as_text()
         return json.dumps(body, separators=(",", ":")).encode()
@@ -119,17 +123,17 @@ def build_body(api: str, prompt: Prompt, sampling: SamplingSpec, model: str | No
         raise ValueError(f"unknown api {api!r}; choose one of {', '.join(APIS)}")
     body = {
         "model": model or "default",
-        "max_tokens": sampling.max_new_tokens,
+        "max_tokens": max_new,
         "temperature": sampling.temperature,
         "stream": True,
         "stream_options": {"include_usage": True, "continuous_usage_stats": True},
     }
-    if sampling.ignore_eos:
+    if ignore_eos:
         body["ignore_eos"] = True  # SGLang extension on its OpenAI routes
     if sampling.top_p is not None:
         body["top_p"] = sampling.top_p
     if api == "openai":
-        body["prompt"] = list(prompt.input_ids) if prompt.input_ids is not None else prompt.as_text()
+        body["prompt"] = list(ids) if ids is not None else prompt.as_text()
     else:
         body["messages"] = prompt.as_messages()
     body.update(sampling.extra)

@@ -10,22 +10,28 @@ A prompt record (one JSON object per line) carries exactly one of:
   ``/v1/completions``; wrapped as one user message for ``/v1/chat/completions``;
 - ``"messages"``: a chat message list (``[{"role": "user", "content": "..."}]``); text routes get the
   contents joined by blank lines;
-- ``"input_ids"``: a list of token ids (native ``/generate`` and ``/v1/completions`` only).
+- ``"input_ids"``: a list of token ids (native ``/generate`` and ``/v1/completions`` only);
+- ``"token_blocks"``: token ids by name, built on the host (:mod:`.token_blocks`; same routes).
 
-Optional: ``"id"`` (defaults to ``<source>:<line>``) and ``"category"`` (defaults to ``"user"``).
+Optional: ``"id"`` (defaults to ``<source>:<line>``), ``"category"`` (defaults to ``"user"``),
+``"max_new_tokens"`` (this request's output length, generated with ``ignore_eos``: a trace's
+``output_length``) and ``"arrival_s"`` (its send time in a replayed trace, :mod:`.trace_replay`).
 ``"session"`` (a string) and ``"turn"`` (0, 1, ...) together make the record one user turn of a multi-turn
 session: the load generator sends it with the session's history (:mod:`.sessions`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import random
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from .token_blocks import MAX_TOKENS, TOKEN_ID_RANGE, TokenBlocks
 
 SHIPPED_SETS: tuple[str, ...] = ("math", "code", "chat", "summarize", "long-context")
 MIXED_SET = "mixed"  # all shipped sets together
@@ -33,11 +39,14 @@ DEFAULT_PROMPT_SET = MIXED_SET
 SYNTHETIC_PREFIX = "synthetic:"
 # Token ids drawn for synthetic prompts. Kept well inside any modern vocabulary and above the usual
 # special-token range so that a random prompt never contains BOS/EOS/pad ids.
-SYNTHETIC_ID_RANGE = (1000, 30000)
+SYNTHETIC_ID_RANGE = TOKEN_ID_RANGE
 # Synthetic prompts are built in memory before the first request: bound them. The longest context any
 # SGLang model serves is well below 2**20 tokens; 2**24 token ids in all is about 130 MB.
-MAX_SYNTHETIC_INPUT_LEN = 1 << 20
+MAX_SYNTHETIC_INPUT_LEN = MAX_TOKENS
 MAX_SYNTHETIC_IDS = 1 << 24
+
+
+_CONTENT_FIELDS = ("prompt", "text", "messages", "input_ids", "token_blocks")
 
 
 class PromptError(ValueError):
@@ -53,14 +62,21 @@ class Prompt:
     input_ids: tuple[int, ...] | None = None
     session: str | None = None  # with ``turn``: one user turn of a multi-turn session (.sessions)
     turn: int | None = None
+    token_blocks: TokenBlocks | None = None
+    max_new_tokens: int | None = None  # this request's own output length (sent with ignore_eos)
+    arrival_s: float | None = None  # its send time in a replayed trace (trace_replay)
 
     @property
     def kind(self) -> str:
-        return (
-            "input_ids"
-            if self.input_ids is not None
-            else ("messages" if self.messages is not None else "text")
-        )
+        if self.input_ids is not None or self.token_blocks is not None:
+            return "input_ids"
+        return "messages" if self.messages is not None else "text"
+
+    def token_ids(self) -> tuple[int, ...] | None:
+        """The prompt's token ids (built from its blocks when it has them); None for a text prompt."""
+        if self.token_blocks is not None:
+            return self.token_blocks.token_ids()
+        return self.input_ids
 
     def as_text(self) -> str:
         if self.text is not None:
@@ -91,6 +107,11 @@ class Prompt:
             out["input_ids"] = list(self.input_ids)
         if self.session is not None:
             out.update(session=self.session, turn=self.turn)
+        if self.token_blocks is not None:
+            out["token_blocks"] = self.token_blocks.to_param()
+        for key in ("max_new_tokens", "arrival_s"):
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
         return out
 
 
@@ -100,12 +121,32 @@ def parse_prompt_record(obj: Any, where: str, default_id: str) -> Prompt:
         return Prompt(id=default_id, category="user", text=obj)
     if not isinstance(obj, dict):
         raise PromptError(f"{where}: expected a JSON object with a 'prompt', 'messages' or 'input_ids' field")
-    present = [k for k in ("prompt", "text", "messages", "input_ids") if obj.get(k) is not None]
+    prompt = _prompt_content(obj, where, default_id)
+    new_tokens, arrival = obj.get("max_new_tokens"), obj.get("arrival_s")
+    if new_tokens is not None and (
+        isinstance(new_tokens, bool) or not isinstance(new_tokens, int) or new_tokens < 1
+    ):
+        raise PromptError(f"{where}: 'max_new_tokens' must be an integer >= 1, got {new_tokens!r}")
+    if arrival is not None and (
+        isinstance(arrival, bool) or not isinstance(arrival, (int, float)) or not 0 <= arrival < float("inf")
+    ):
+        raise PromptError(f"{where}: 'arrival_s' must be a finite number of seconds >= 0, got {arrival!r}")
+    if new_tokens is None and arrival is None:
+        return prompt
+    return dataclasses.replace(
+        prompt, max_new_tokens=new_tokens, arrival_s=float(arrival) if arrival is not None else None
+    )
+
+
+def _prompt_content(obj: dict[str, Any], where: str, default_id: str) -> Prompt:
+    """The prompt of a record: its id, category and the one content field it carries."""
+    present = [k for k in _CONTENT_FIELDS if obj.get(k) is not None]
     if not present:
         raise PromptError(f"{where}: no 'prompt', 'messages' or 'input_ids' field; add one of them")
     if len(present) > 1:
         raise PromptError(
-            f"{where}: give only one of 'prompt'/'text', 'messages', 'input_ids' (found {present})"
+            f"{where}: give only one of 'prompt'/'text', 'messages', 'input_ids', 'token_blocks' "
+            f"(found {present})"
         )
     pid = str(obj.get("id", default_id))
     category = str(obj.get("category", "user"))
@@ -131,6 +172,11 @@ def parse_prompt_record(obj: Any, where: str, default_id: str) -> Prompt:
                 raise PromptError(f"{where}: messages[{i}] needs string 'role' and 'content'")
             msgs.append({"role": m["role"], "content": m["content"]})
         return Prompt(id=pid, category=category, messages=tuple(msgs))
+    if key == "token_blocks":
+        try:
+            return Prompt(id=pid, category=category, token_blocks=TokenBlocks.from_param(value))
+        except ValueError as exc:
+            raise PromptError(f"{where}: {exc}") from None
     if not isinstance(value, list) or not value or not all(isinstance(t, int) and t >= 0 for t in value):
         raise PromptError(f"{where}: 'input_ids' must be a non-empty list of non-negative integers")
     return Prompt(id=pid, category=category, input_ids=tuple(value))
@@ -173,7 +219,7 @@ def load_jsonl(path: str | Path, default_category: str | None = None) -> list[Pr
             raise PromptError(f"{where}: JSON nested too deeply; one flat JSON object per line") from None
         prompt = parse_prompt_record(obj, where, default_id=f"{p.stem}:{no}")
         if default_category and "category" not in (obj if isinstance(obj, dict) else {}):
-            prompt = replace(prompt, category=default_category)
+            prompt = dataclasses.replace(prompt, category=default_category)
         out.append(prompt)
     if not out:
         raise PromptError(f"prompt file {p} holds no prompts")
@@ -258,8 +304,9 @@ def load_shipped_set(name: str) -> list[Prompt]:
 
 def resolve_prompt_source(spec: str, *, synthetic_n: int = 64, seed: int = 0) -> list[Prompt]:
     """Resolve ``--prompts``: a set name, several joined by commas, ``synthetic:LEN``, a workload source
-    (``sharegpt:<path>``, ``shared-prefix:<N>x<M>``; :mod:`.workloads`), a multi-turn session source
-    (``multi-turn:<S>x<T>``, ``sharegpt-turns:<path>``; :mod:`.sessions`), or a JSONL path."""
+    (``sharegpt:<path>``, ``shared-prefix:<N>x<M>``, ``trace:<path>``, ``long-context:<tokens>``,
+    ``specbench:<path>``; :mod:`.workloads`), a multi-turn session source (``multi-turn:<S>x<T>``,
+    ``sharegpt-turns:<path>``; :mod:`.sessions`), or a JSONL path."""
     spec = spec.strip()
     length = parse_synthetic(spec)
     if length is not None:
@@ -283,8 +330,9 @@ def resolve_prompt_source(spec: str, *, synthetic_n: int = 64, seed: int = 0) ->
         return load_jsonl(path)
     raise PromptError(
         f"--prompts {spec!r} is neither a shipped set ({', '.join((*SHIPPED_SETS, MIXED_SET))}), "
-        f"'{SYNTHETIC_PREFIX}<input_len>', 'sharegpt:<path>', 'shared-prefix:<N>x<M>', "
-        "'multi-turn:<S>x<T>', 'sharegpt-turns:<path>', nor an existing JSONL file"
+        f"'{SYNTHETIC_PREFIX}<input_len>', 'sharegpt:<path>', 'shared-prefix:<N>x<M>', 'trace:<path>', "
+        "'long-context:<tokens>[x<count>]', 'specbench:<path>', 'multi-turn:<S>x<T>', "
+        "'sharegpt-turns:<path>', nor an existing JSONL file"
     )
 
 

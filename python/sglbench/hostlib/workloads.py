@@ -14,6 +14,10 @@ content, so their identity in the point hash) reach the host as the load generat
   SGLang's generated-shared-prefix dataset joins them), words drawn from a fixed vocabulary by a seeded
   generator, so the same spec and seed give the same prompts everywhere. Category ``shared-prefix``;
   prompt ids ``sp-g<group>-q<question>``. Defaults: 512 system words, 64 question words.
+
+Sources with a module of their own, each dispatched from here by its prefix (:func:`_own_modules`):
+``trace:<path>`` (:mod:`.trace_replay`), ``long-context:<tokens>[x<count>]`` (:mod:`.long_context`),
+``specbench:<path>`` (:mod:`.specbench`).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from __future__ import annotations
 import json
 import random
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -52,8 +57,19 @@ class WorkloadError(PromptError):
     """A workload source is unusable; the message names the source, the field and the fix."""
 
 
+def _own_modules() -> dict[str, Callable[[str, int], list[dict[str, Any]]]]:
+    """Prefix -> reader of the sources kept in modules of their own (they import this one)."""
+    from . import long_context, specbench, trace_replay
+
+    return {
+        trace_replay.TRACE_PREFIX: trace_replay.trace_records,
+        long_context.LONG_CONTEXT_PREFIX: long_context.long_context_records,
+        specbench.SPECBENCH_PREFIX: specbench.specbench_records,
+    }
+
+
 def is_workload(spec: str) -> bool:
-    return spec.startswith((SHAREGPT_PREFIX, SHARED_PREFIX_PREFIX))
+    return spec.startswith((SHAREGPT_PREFIX, SHARED_PREFIX_PREFIX, *_own_modules()))
 
 
 def _first_turn(rec: Any, where: str) -> str | None:
@@ -175,6 +191,9 @@ def workload_records(spec: str, seed: int) -> list[dict[str, Any]]:
         return sharegpt_records(path)
     if spec.startswith(SHARED_PREFIX_PREFIX):
         return shared_prefix_records(spec, seed)
+    for prefix, reader in _own_modules().items():
+        if spec.startswith(prefix):
+            return reader(spec, seed)
     raise WorkloadError(
         f"unknown workload source {spec!r}; use {SHAREGPT_PREFIX}<path> or {SHARED_PREFIX_PREFIX}<N>x<M>"
     )

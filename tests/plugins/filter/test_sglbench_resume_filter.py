@@ -57,3 +57,13 @@ def test_workload_sources_as_the_playbook_sends_them(tmp_path: Path) -> None:
     assert recs[1:] != flt.sglbench_prompt_records(["shared-prefix:2x3:5:2"], 5)  # seeded by the bench seed
     with pytest.raises(AnsibleFilterError, match="shared-prefix"):
         flt.sglbench_prompt_records(["shared-prefix:2"])
+
+
+def test_a_trace_is_refused_beside_other_sets_before_a_server_starts(tmp_path: Path) -> None:
+    trace = tmp_path / "t.jsonl"
+    trace.write_text('{"timestamp": 0, "input_length": 600, "output_length": 4, "hash_ids": [1, 2]}\n')
+    (rec,) = flt.sglbench_prompt_records([f"trace:{trace}"])
+    assert rec["token_blocks"] == {"blocks": [1, 2], "length": 600, "salt": rec["id"]}
+    assert rec["max_new_tokens"] == 4 and rec["arrival_s"] == 0.0
+    with pytest.raises(AnsibleFilterError, match="cannot be mixed with other prompt sets"):
+        flt.sglbench_prompt_records([f"trace:{trace}", "math"])

@@ -449,3 +449,33 @@ def test_a_ladder_call_returns_and_spools_each_points_telemetry(run_module, serv
         "points"
     ]
     assert [p["spooled"] for p in again] == [True, True] and again[1]["telemetry"] == pts[1]["telemetry"]
+
+
+def test_a_trace_reaches_the_host_as_records_and_is_replayed_at_the_points_rate(run_module, server, tmp_path):
+    trace = tmp_path / "trace.jsonl"
+    rows = [
+        {"timestamp": 1000 + 100 * i, "input_length": 300 + i, "output_length": 3 + i % 4, "hash_ids": [7, i]}
+        for i in range(12)
+    ]
+    trace.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    # As the playbook passes them: records read on the controller, JSON on their way to the module.
+    params = json.loads(json.dumps([p.to_param() for p in prompts.resolve_prompt_source(f"trace:{trace}")]))
+    records = tmp_path / "requests.jsonl"
+    done = run_module(
+        sglbench_prompt_bench,
+        {
+            "url": server.url,
+            "prompts": params,
+            "request_rate": [40.0],
+            "num_prompts": 10,
+            "repeats": 1,
+            "warmup": 0,
+            "records_path": str(records),
+        },
+    )
+    assert not done.failed, done.result
+    (point,) = done.result["summary"]["points"]
+    assert point["n_ok"] == 10 and point["trace_replay"]["speedup"] == pytest.approx(4.0)  # 10 req/s own
+    got = sorted((json.loads(line) for line in records.read_text().splitlines()), key=lambda r: r["idx"])
+    assert [r["completion_tokens"] for r in got] == [3 + i % 4 for i in range(10)]
+    assert [r["scheduled_s"] for r in got] == pytest.approx([0.025 * i for i in range(10)])
