@@ -48,12 +48,11 @@ def sglbench_cycle_done(state: Any) -> dict[str, Any]:
     return _guard("sglbench_cycle_done", cycle.done, state, time.time())
 
 
-def sglbench_cycle_reuse(state: Any, complete: Any) -> dict[str, Any]:
-    return _guard("sglbench_cycle_reuse", cycle.reuse, state, bool(complete))
-
-
-def sglbench_cycle_skip(state: Any, reason: Any) -> dict[str, Any]:
-    return _guard("sglbench_cycle_skip", cycle.skip, state, None if reason is None else str(reason))
+def sglbench_cycle_decide(state: Any, complete: Any, reason: Any) -> dict[str, Any]:
+    """``{{ __sglang_cycle_state | sglbench_cycle_decide(complete, skip_reason) }}``: reused, skipped by the
+    plan, or into the stop phase, now."""
+    why = None if reason is None else str(reason)
+    return _guard("sglbench_cycle_decide", cycle.decide, state, bool(complete), why, time.time())
 
 
 def sglbench_cycle_fail(state: Any, failed_result: Any, failed_task: Any) -> dict[str, Any]:
@@ -84,8 +83,7 @@ class FilterModule:
             "sglbench_cycle_enter": sglbench_cycle_enter,
             "sglbench_cycle_passed": sglbench_cycle_passed,
             "sglbench_cycle_done": sglbench_cycle_done,
-            "sglbench_cycle_reuse": sglbench_cycle_reuse,
-            "sglbench_cycle_skip": sglbench_cycle_skip,
+            "sglbench_cycle_decide": sglbench_cycle_decide,
             "sglbench_cycle_fail": sglbench_cycle_fail,
             "sglbench_cycle_classify": sglbench_cycle_classify,
             "sglbench_cycle_recorded": sglbench_cycle_recorded,

@@ -145,6 +145,17 @@ def skip(state: Mapping[str, Any], reason: str | None) -> dict[str, Any]:
     return {**new, "step": "skipped", "outcome": "skipped", "failure": failure}
 
 
+def decide(state: Mapping[str, Any], complete: bool, reason: str | None, at: float) -> dict[str, Any]:
+    """What the plan and the resume check decided, in one step: a complete earlier attempt with the same
+    hash is kept (:func:`reuse`); else a plan that keeps the server from starting skips the attempt
+    (:func:`skip`, ``reason``); else the attempt enters the stop phase at ``at``, its server's first."""
+    if complete:
+        return reuse(state, True)
+    if reason is not None:
+        return skip(state, reason)
+    return enter(state, "stop", at)
+
+
 def fail(state: Mapping[str, Any], failed_result: Any, failed_task: Any, at: float) -> dict[str, Any]:
     """The rescue: the failed task (``ansible_failed_task``, ``ansible_failed_result``) of the current
     phase, its cause from :data:`PHASE_CAUSE` (``unknown`` for a phase that has none). A failed host call

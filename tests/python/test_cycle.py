@@ -175,6 +175,17 @@ def test_reuse_of_a_complete_attempt_is_ok() -> None:
     assert reused["outcome"] == "ok" and reused["reused"] is True and reused["phase"] == "plan"
 
 
+def test_decide_reuses_before_it_skips_and_otherwise_enters_the_stop_phase() -> None:
+    state = cycle.begin("x-tp1", 100.0)
+    # a complete earlier attempt wins over the plan's verdict: nothing starts, and it is not a failure
+    reused = cycle.decide(state, True, "predicted 0 request slots", 101.0)
+    assert reused == cycle.reuse(state, True) and "stop_started_at" not in reused["t"]
+    skipped = cycle.decide(state, False, "predicted 0 request slots", 101.0)
+    assert skipped == cycle.skip(state, "predicted 0 request slots")
+    going = cycle.decide(state, False, None, 101.0)
+    assert going == cycle.enter(state, "stop", 101.0) and going["t"]["stop_started_at"] == 101.0
+
+
 # -- failure of a phase ------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("phase", "cause"),

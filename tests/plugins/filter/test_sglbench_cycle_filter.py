@@ -20,7 +20,7 @@ F = flt.FilterModule().filters()
 
 
 def test_every_transition_is_registered() -> None:
-    names = ("begin", "enter", "passed", "done", "reuse", "skip", "fail", "classify", "recorded")
+    names = ("begin", "enter", "passed", "done", "decide", "fail", "classify", "recorded")
     names += ("summary", "report")
     assert set(F) == {f"sglbench_cycle_{n}" for n in names}
 
@@ -59,9 +59,9 @@ def test_a_failed_benchmark_through_the_filters() -> None:
 
 def test_a_skip_and_a_reuse() -> None:
     state = F["sglbench_cycle_begin"]("x-tp1")
-    assert F["sglbench_cycle_skip"](state, None) == state
-    assert F["sglbench_cycle_skip"](state, "no KV room")["failure"]["cause"] == "planned_failure"
-    assert F["sglbench_cycle_reuse"](state, 1)["outcome"] == "ok"
+    assert F["sglbench_cycle_decide"](state, 0, "no KV room")["failure"]["cause"] == "planned_failure"
+    assert F["sglbench_cycle_decide"](state, 1, None)["outcome"] == "ok"
+    assert F["sglbench_cycle_decide"](state, 0, None)["phase"] == "stop"
     done = F["sglbench_cycle_done"](state)
     assert done["outcome"] == "ok" and done["t"]["done_at"] >= state["t"]["started_at"]
 
