@@ -434,6 +434,31 @@ def write_records(path: str, rows: list) -> None:
     write_atomic(path, request_rows.jsonl(rows), mode=0o600)
 
 
+# What ends a benchmark call as a module failure with its message, not a traceback.
+LOAD_ERRORS = (GuardRefused, LoadgenError, PromptError, ValueError)
+
+
+def fail_load(module: AnsibleModule, p: dict, err: Exception) -> None:
+    """The call's failure: refused by the host guard, or the load itself failed."""
+    if isinstance(err, GuardRefused):
+        module.fail_json(msg=f"prompt benchmark against {p['url']} refused: {err}", url=p["url"], guard=True)
+    else:
+        module.fail_json(msg=f"prompt benchmark against {p['url']} failed: {err}", url=p["url"], api=p["api"])
+
+
+@contextlib.contextmanager
+def sampled_load(module: AnsibleModule, p: dict, hooks: PointSampling | None):
+    """The load under the host guard (a cut-off client of this campaign ended first, and said so), with
+    the telemetry sampler closed whatever happens; yields the guard's lease."""
+    with guarded(p) as lease:
+        warn_takeover(module, p["url"], lease)
+        try:
+            yield lease
+        finally:
+            if hooks is not None:
+                hooks.close()
+
+
 @contextlib.contextmanager
 def guarded(p: dict):
     """The host-side guard around the load (a no-op without ``guard``)."""
@@ -672,18 +697,10 @@ def run(module: AnsibleModule, host_started: float) -> None:
         prompt_list = prompt_list_of(p)
         spec = bench_spec(p, prompt_list, load_points(p, module))
         spec.validate()
-        with guarded(p) as lease:
-            warn_takeover(module, p["url"], lease)
-            try:
-                result = run_campaign(spec, hooks=hooks)
-            finally:
-                if hooks is not None:
-                    hooks.close()
-    except GuardRefused as err:
-        module.fail_json(msg=f"prompt benchmark against {p['url']} refused: {err}", url=p["url"], guard=True)
-        return
-    except (LoadgenError, PromptError) as err:
-        module.fail_json(msg=f"prompt benchmark against {p['url']} failed: {err}", url=p["url"], api=p["api"])
+        with sampled_load(module, p, hooks) as lease:
+            result = run_campaign(spec, hooks=hooks)
+    except LOAD_ERRORS as err:
+        fail_load(module, p, err)
         return
     rows = record_rows(result)
     if p["records_path"]:
@@ -755,26 +772,16 @@ def run_points(module: AnsibleModule, hooks: PointSampling | None, host_started:
         todo = todo_points(p)
         prompt_list = prompt_list_of(p)
         specs = point_specs(bench_spec(p, prompt_list, [todo[0][1]]), todo)
-        with guarded(p) as lease:
-            warn_takeover(module, p["url"], lease)
-            g = p["guard"] or {}
-            unit, invocation = str(g.get("unit") or ""), str(g.get("invocation_id") or "")
+        g = p["guard"] or {}
+        unit, invocation = str(g.get("unit") or ""), str(g.get("invocation_id") or "")
 
-            def ended(wait_s: float) -> str | None:
-                return server_ended(unit, invocation, wait_s) if unit else None
+        def ended(wait_s: float) -> str | None:
+            return server_ended(unit, invocation, wait_s) if unit else None
 
-            try:
-                points, meta, failed = measure_points(
-                    specs, p["spool"] or {}, lease, ended, hooks, host_started
-                )
-            finally:
-                if hooks is not None:
-                    hooks.close()
-    except GuardRefused as err:
-        module.fail_json(msg=f"prompt benchmark against {p['url']} refused: {err}", url=p["url"], guard=True)
-        return
-    except (LoadgenError, PromptError, ValueError) as err:
-        module.fail_json(msg=f"prompt benchmark against {p['url']} failed: {err}", url=p["url"], api=p["api"])
+        with sampled_load(module, p, hooks) as lease:
+            points, meta, failed = measure_points(specs, p["spool"] or {}, lease, ended, hooks, host_started)
+    except LOAD_ERRORS as err:
+        fail_load(module, p, err)
         return
     n_records = 0
     for point in points:
