@@ -24,7 +24,7 @@ export SGLBENCH_SIMHOST_IMAGE="${SGLBENCH_SIMHOST_IMAGE:-$(tail -n 1 build/simho
 # lane name -> pytest selection. Simhost lanes are split so that none runs much longer than the others.
 declare -A sel=(
   [molecule]='-m molecule'
-  [campaigns]='-m simhost tests/python/test_kill_resume.py tests/python/test_runner.py tests/python/test_ssh_simhost.py tests/python/test_pair_simhost.py tests/python/test_telemetry_simhost.py'
+  [campaigns]='-m simhost tests/python/test_kill_resume.py tests/python/test_runner.py tests/python/test_ssh_simhost.py tests/python/test_pair_simhost.py tests/python/test_telemetry_simhost.py tests/python/test_sessions_simhost.py tests/python/test_workloads_simhost.py'
   [faults]='-m simhost tests/python/test_faults_simhost.py tests/python/test_secrets_simhost.py tests/python/test_search_simhost.py'
 )
 order=(units real molecule campaigns faults)

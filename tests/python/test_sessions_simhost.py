@@ -55,7 +55,7 @@ def test_sessions_carry_their_history_through_a_campaign(sim_host: str, tmp_path
     t0 = time.monotonic()
     argv = sh.run_argv(sim_host, tmp_path / "results", tmp_path / "locks", "--run-id", RUN_ID, load=LOAD)
     done = subprocess.run(argv, cwd=REPO, env=sh.env(sim_host), capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    sh.check_run(done, tmp_path / "results" / RUN_ID)  # exit 1 only for a point the busy machine made invalid
     points_dir = tmp_path / "results" / RUN_ID / "simhost" / f"{sh.MATRIX[0]['name']}-tp1" / "points"
     files = sh.point_files(points_dir)
     assert [p.stem for p in files] == ["c1-r0", "c2-r0"]
