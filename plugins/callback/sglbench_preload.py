@@ -16,7 +16,8 @@ short_description: Load sglbench's controller plugins and libraries once, before
 description:
   - Ansible runs every task in a worker process forked from its main process; whatever the main process has
     not loaded, each worker loads again. This project's filter and action plugins import the sglbench
-    package, and the benchmark's assemble step imports pyarrow; loaded here once, every worker inherits them.
+    package, and the benchmark's assemble step imports pyarrow (and, on its first conversion, pyarrow's
+    pandas shim); loaded here once, every worker inherits them.
   - Prints nothing and changes no result. Enabled in the project's ansible.cfg (C(callbacks_enabled)).
 """
 
@@ -41,4 +42,6 @@ class CallbackModule(CallbackBase):
             action_loader.get(name, class_only=True)
         # without pyarrow the results are kept as JSON lines (sglbench.resume)
         with contextlib.suppress(ImportError):
-            import sglbench.columnar  # noqa: F401  (pyarrow, numpy)
+            from sglbench import columnar
+
+            columnar.warm_up()

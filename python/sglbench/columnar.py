@@ -375,6 +375,12 @@ def open_rows(path: Path) -> RowSource:
     return from_jsonl(path)
 
 
+def warm_up() -> None:
+    """Load now what pyarrow loads on its first conversion of Python values (its pandas shim, ~0.2 s), so
+    processes forked after this call (Ansible's task workers) do not each load it again."""
+    table_from_rows([{"idx": 0, "chunk_t": [0.0], "output_ids": [0]}])
+
+
 # -- writing ----------------------------------------------------------------------------------------------
 def write_table(table: pa.Table, path: Path, mode: int = RESULT_MODE) -> Path:
     """``table`` (with its derived columns added) as ``path``, atomically, with ``mode``."""

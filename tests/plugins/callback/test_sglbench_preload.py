@@ -19,6 +19,7 @@ init_plugin_loader()
 def loaded():
     return {
         "columnar": "sglbench.columnar" in sys.modules,
+        "pandas": "pandas" in sys.modules,
         "filters": any(m.startswith("ansible.plugins.filter.sglbench_cycle") for m in sys.modules),
         "points": "ansible.plugins.action.sglbench_points" in sys.modules,
     }
@@ -34,8 +35,8 @@ def test_the_callback_loads_filters_actions_and_pyarrow_before_the_workers_fork(
         [sys.executable, "-c", PROBE], cwd=REPO, env=env, capture_output=True, text=True, check=True
     )
     got = json.loads(out.stdout.strip().splitlines()[-1])
-    assert got["before"] == {"columnar": False, "filters": False, "points": False}
-    assert got["after"] == {"columnar": True, "filters": True, "points": True}
+    assert got["before"] == {"columnar": False, "pandas": False, "filters": False, "points": False}
+    assert got["after"] == {"columnar": True, "pandas": True, "filters": True, "points": True}
 
 
 def test_the_project_config_enables_it() -> None:
