@@ -23,7 +23,7 @@ if _PYTHON_SRC not in sys.path:  # the checkout's package, even when sglbench is
 
 from sglbench.hostlib import result_schema  # noqa: E402  (the result contract)
 from sglbench.hostlib.sglang_facts import ATTEMPT_SCHEMA  # noqa: E402  (declared once)
-from sglbench.resume import write_atomic  # noqa: E402  (one atomic writer on the controller)
+from sglbench.resume import prepare_attempt, write_atomic  # noqa: E402  (one atomic writer on the controller)
 
 SCHEMA = ATTEMPT_SCHEMA
 
@@ -59,7 +59,7 @@ def check_record(text: str) -> None:
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("dir", "files", "mode", "record"))
+    _VALID_ARGS = frozenset(("dir", "files", "mode", "record", "move_previous"))
 
     def run(self, tmp: Any = None, task_vars: Any = None) -> dict[str, Any]:
         result = super().run(tmp, task_vars)
@@ -81,7 +81,10 @@ class ActionModule(ActionBase):
         for name in files:
             if "/" in name or name in ("", ".", ".."):
                 raise AnsibleActionFail(f"file name {name!r} must be a plain name inside {directory}")
+        moved: list[str] = []
         try:
+            if args.get("move_previous"):
+                moved = [m["file"] for m in prepare_attempt(directory, "")["moved"]]
             os.makedirs(directory, exist_ok=True)
             for name, content in files.items():
                 if content is None:
@@ -98,4 +101,4 @@ class ActionModule(ActionBase):
                 f"results could not be written on the controller: {where}: {err.strerror or err}"
                 f" (written so far: {', '.join(written) or 'nothing'})"
             ) from None
-        return {**result, "changed": True, "dir": directory, "written": written}
+        return {**result, "changed": True, "dir": directory, "written": written, "moved": moved}

@@ -35,6 +35,13 @@ options:
     description: File mode.
     type: str
     default: "0644"
+  move_previous:
+    description:
+      - First move the previous attempt's record, journal, unit and derived files in I(dir) to
+        C(previous/<UTC>-<outcome>/) (C(sglbench.resume.prepare_attempt)), as the resume step does. For an
+        attempt that ended before that step (its record would otherwise replace the earlier one).
+    type: bool
+    default: false
 extends_documentation_fragment:
   - sglbench
 """

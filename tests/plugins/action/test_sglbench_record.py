@@ -255,3 +255,21 @@ def test_a_record_given_twice_is_refused(tmp_path: Path, monkeypatch: pytest.Mon
     with pytest.raises(AnsibleActionFail, match="not both"):
         _module(monkeypatch, args).run()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_an_attempt_that_ended_before_its_resume_step_moves_the_previous_record_aside(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    d = tmp_path / "eagle-tp2"
+    _module(monkeypatch, {"dir": str(d), "record": _facts(), "files": {"journal.log": "first\n"}}).run()
+    first = (d / "record.json").read_text()
+    args = {"dir": str(d), "record": _facts(), "files": {"journal.log": "second\n"}, "move_previous": True}
+    out = _module(monkeypatch, args).run()
+    assert sorted(out["moved"]) == ["journal.log", "record.json"]
+    kept = list((d / "previous").glob("*/record.json"))
+    assert len(kept) == 1 and kept[0].read_text() == first
+    assert (kept[0].parent / "journal.log").read_text() == "first\n"
+    assert (d / "journal.log").read_text() == "second\n"
+    # without it the record is replaced in place, as when the resume step has already moved the old one
+    again = _module(monkeypatch, {"dir": str(d), "record": _facts(), "files": {}}).run()
+    assert again["moved"] == [] and len(list((d / "previous").iterdir())) == 1
