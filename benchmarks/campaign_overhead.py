@@ -11,7 +11,9 @@ alternating when there are two checkouts, then reads every run's records with th
 The first config of a run pays the run's first connection and fact set-up; ``--skip-first`` leaves it out
 of the mean (it is printed either way). Records written before a point carried ``load_s`` count only its
 measured window as load: for an older checkout the warm-up and cache flushes are overhead. ``--window``
-counts only the measured windows as load for every run, so both checkouts are compared alike.
+counts only the measured windows as load for every run, so both checkouts are compared alike. Records
+with ``server_stop_s`` leave the server's own stop (SGLang's drain and exit, in the final stop) out of the
+overhead; older ones count it, and ``--with-stop`` also prints every run's figure counting it.
 
 Not a test: figures depend on the machine and its load. Example::
 
@@ -70,10 +72,18 @@ def window_only(rec: records.AttemptRecord) -> records.AttemptRecord:
     return replace(rec, benchmarks=benches)
 
 
-def figures(run_dir: Path, skip_first: bool, window: bool) -> tuple[float, dict[str, float | None], int]:
+def with_stop(rec: records.AttemptRecord) -> records.AttemptRecord:
+    """The record with the server's own stop counted as overhead (as records without server_stop_s)."""
+    return replace(rec, timings=replace(rec.timings, server_stop_s=None))
+
+
+def figures(
+    run_dir: Path, skip_first: bool, window: bool, stop: bool = False
+) -> tuple[float, dict[str, float | None], int]:
     recs = [records.load_record(f) for f in records.find_record_files(run_dir)]
     recs.sort(key=lambda r: r.timings.started_at or 0.0)
     recs = [window_only(r) for r in recs] if window else recs
+    recs = [with_stop(r) for r in recs] if stop else recs
     rows = [o for o in overhead.campaign_overhead(recs) if o.total_s is not None]
     rows = rows[1:] if skip_first and len(rows) > 1 else rows
     mean = math.fsum(o.total_s or 0.0 for o in rows) / len(rows)
@@ -93,6 +103,9 @@ def main() -> None:
     ap.add_argument("--work", type=Path, default=Path("/tmp/sglbench-overhead"))
     ap.add_argument("--skip-first", action="store_true", help="leave each run's first config out of the mean")
     ap.add_argument("--window", action="store_true", help="count only the measured windows as load")
+    ap.add_argument(
+        "--with-stop", action="store_true", help="also print the figure counting the server's own stop"
+    )
     a = ap.parse_args()
     repos = [r.resolve() for r in a.repo or [REPO]]
     configs = [c for c in a.configs.split(",") if c]
@@ -105,6 +118,9 @@ def main() -> None:
             split = ", ".join(f"{overhead.LABELS[k]} {v:.2f}" for k, v in phases.items() if v is not None)
             name = repo.name or str(repo)
             print(f"{name}: run {n + 1}: {mean:.2f} s per config over {count} ({split}); wall {wall:.0f} s")
+            if a.with_stop:
+                mean_stop, _phases, _count = figures(a.work / run_id, a.skip_first, a.window, stop=True)
+                print(f"{name}: run {n + 1}: {mean_stop:.2f} s per config counting the server's own stop")
 
 
 if __name__ == "__main__":

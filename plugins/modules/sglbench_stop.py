@@ -154,6 +154,12 @@ target_stopped:
   description: Whether the target was active and got stopped (false when the host has no such target).
   type: bool
   returned: always
+target_stop_s:
+  description: >-
+    Seconds C(systemctl stop) of the target took, i.e. the servers' own stop (SGLang drains its requests
+    and checks for its exit every 5 s); null when nothing was stopped.
+  type: float
+  returned: always
 journal:
   description:
     - With I(journal), the journal of that start - C(journal) (full text, one entry per line), C(entries),
@@ -167,6 +173,8 @@ spool_removed:
   type: bool
   returned: success
 """
+
+import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.sglbench_hostlib import point_spool
@@ -283,7 +291,13 @@ def run(module: AnsibleModule) -> None:
     def runner(argv):
         return module.run_command(list(argv))
 
-    out: dict = {"changed": False, "journal": None, "guard": None, "target_stopped": False}
+    out: dict = {
+        "changed": False,
+        "journal": None,
+        "guard": None,
+        "target_stopped": False,
+        "target_stop_s": None,
+    }
     try:
         if p["journal"]:
             out["journal"] = read_journal(runner, p["journal"])
@@ -294,7 +308,10 @@ def run(module: AnsibleModule) -> None:
             check_mode=module.check_mode,
         )
         out["guard"] = guard.as_dict()
+        began = time.monotonic()
         out["target_stopped"] = stop_target(runner, p["target"], module.check_mode)
+        if out["target_stopped"] and not module.check_mode:
+            out["target_stop_s"] = round(time.monotonic() - began, 3)
         spec = free_spec(p)
         freed = wait_free(spec, check_mode=module.check_mode, ops=HOST_OPS)
     except (GuardRefused, StopError) as err:

@@ -1,4 +1,4 @@
-"""A campaign's own overhead per config attempt: the time that is neither server start nor load.
+"""A campaign's own overhead per config attempt: the time that is neither the server's start or stop nor load.
 
 From one record's timings (``record.json``, docs/records.md) the attempt's wall time is split at the
 cycle's phase-entry timestamps (controller clock, ``python/sglbench/cycle.py``):
@@ -8,8 +8,10 @@ cycle's phase-entry timestamps (controller clock, ``python/sglbench/cycle.py``):
     bench_started_at -> done_at (or failure_reported_at) -> record_started_at -> ended_at
           bench                    journal+stop                   record
 
-The server's own time is taken out of two of them: ``time_to_ready_s`` (unit start to ready) from
-start+health, and the load from bench: each point's ``load_s`` (the load generator's whole run for it on
+The server's own time is taken out of three of them: ``time_to_ready_s`` (unit start to ready) from
+start+health, ``server_stop_s`` (the final stop's ``systemctl stop``: SGLang drains and checks for its
+exit every 5 s; absent in older records, then counted as overhead) from journal+stop, and the load from
+bench: each point's ``load_s`` (the load generator's whole run for it on
 the host: cache flushes, warm-up requests, the measured window and the counter reads: the load the
 benchmark settings ask for), or its measured window ``duration_s`` where a point has no ``load_s`` (older
 records). What remains in each is the campaign's overhead in that phase (Ansible round trips, controller
@@ -88,11 +90,13 @@ def attempt_overhead(
 ) -> Overhead:
     """Overhead of one attempt from its timings and the seconds its load points ran (``load_s``).
 
-    ``total_s`` = attempt wall time - server start to ready - load. An attempt that started no server
-    (``server_started`` false: skipped by the plan, failed in plan or stop) has nothing to subtract; one
+    ``total_s`` = attempt wall time - server start to ready - server stop - load. An attempt that started
+    no server (``server_started`` false: skipped by the plan, failed in plan or stop) has nothing to
+    subtract; one
     that started a server but gives no time to ready (a failed start) has an unknown total. ``final_s``
     (the gap after the record, see the module docstring) is added to the total when known."""
     ready = _nonneg(timings.time_to_ready_s)
+    stop = _nonneg(timings.server_stop_s) or 0.0  # unknown (older records, nothing stopped): overhead
     load = _nonneg(load_s)
     phases: dict[str, float | None] = {}
     for key, (_label, starts, end) in PHASES.items():
@@ -101,12 +105,16 @@ def attempt_overhead(
             span = span - ready if ready is not None else None
         elif span is not None and key == "bench":
             span = span - load if load is not None else None
+        elif span is not None and key == "end":
+            span = span - stop
         phases[key] = _nonneg(span)
     phases[FINAL] = _nonneg(final_s)
     wall = _finite(timings.total_s)
     if wall is None:
         wall = _span(timings, ("started_at",), "ended_at")
-    server = ready if server_started else 0.0
+    server: float | None = 0.0  # the server's own start and stop
+    if server_started:
+        server = ready + stop if ready is not None else None
     total = wall - server - load if wall is not None and server is not None and load is not None else None
     total = _nonneg(total)
     if total is not None and phases[FINAL] is not None:
@@ -171,7 +179,7 @@ def overhead_lines(overheads: Sequence[Overhead], earlier: int = 0) -> list[str]
         return [f"overhead: all {earlier} attempt(s) recorded by an earlier session, none measured"]
     if not overheads:
         return []
-    lines = ["overhead per config (s; time outside server start and load):"]
+    lines = ["overhead per config (s; time outside the server's start and stop and the load):"]
     if earlier:
         lines[0] += f" {earlier} attempt(s) recorded by an earlier session not counted"
     for o in overheads:

@@ -60,6 +60,16 @@ def test_a_points_whole_load_generator_run_counts_as_load_where_the_record_has_i
     assert mixed.total_s == pytest.approx(7.5 - 0.2)
 
 
+def test_the_servers_own_stop_in_the_final_stop_is_not_overhead() -> None:
+    # 1.6 s of the 2.1 s journal+stop was systemctl stop of the server (SGLang's drain and exit check)
+    o = record_overhead(_rec({**OK_TIMINGS, "server_stop_s": 1.6}))
+    assert o.total_s == pytest.approx(7.5 - 1.6) and o.phases["end"] == pytest.approx(2.1 - 1.6)
+    assert math.fsum(v for v in o.phases.values() if v is not None) == pytest.approx(o.total_s)
+    # an attempt that started no server stopped none of its own: nothing is taken out
+    skipped = {"started_at": T0, "ended_at": T0 + 1.0, "total_s": 1.0, "server_stop_s": 0.5}
+    assert attempt_overhead(Timings(**skipped), 0.0, server_started=False).total_s == pytest.approx(1.0)
+
+
 def test_a_record_that_ends_at_the_bench_has_no_split_of_bench_stop_and_record() -> None:
     o = record_overhead(_rec(STOP_AFTER_RECORD))
     assert o.total_s == pytest.approx(7.5)
@@ -145,7 +155,7 @@ def test_the_block_lists_each_attempt_then_the_mean_per_config_and_the_total() -
     recs = [_rec(_shifted(100.0, 2.0), config="eagle", algorithm="eagle"), _rec(), _rec({}, config="old")]
     lines = overhead_lines(campaign_overhead(recs), earlier=2)
     assert lines[0] == (
-        "overhead per config (s; time outside server start and load): "
+        "overhead per config (s; time outside the server's start and stop and the load): "
         "2 attempt(s) recorded by an earlier session not counted"
     )
     # In the order the attempts started (ar and old at the same time: by instance).

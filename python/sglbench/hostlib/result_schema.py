@@ -839,6 +839,7 @@ class Timings:
     ended_at: float | None = None
     total_s: float | None = None
     time_to_ready_s: float | None = None
+    server_stop_s: float | None = None
     health_s: float | None = None
     stop_started_at: float | None = None
     start_started_at: float | None = None
@@ -1079,6 +1080,8 @@ class RecordFacts:
             "start_s": _span(t, "start_started_at", "health_started_at"),
             "health_s": w.get("elapsed_s"),
             "time_to_ready_s": w.get("time_to_ready_s"),
+            # the final stop's systemctl stop of the server (its own drain and exit), host seconds
+            "server_stop_s": _float(t.get("server_stop_s")),
             "ready_logged_at": self.journal.get("ready_logged_at"),
             "ready_seen_at": w.get("ready_at") if w.get("ready") else None,
             "moved_on_at": t.get("moved_on_at"),

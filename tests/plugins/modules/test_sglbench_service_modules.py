@@ -185,6 +185,7 @@ def test_stop_of_a_host_with_nothing_running_changes_nothing(
     done = run_module(sglbench_stop, stop_args(tmp_path))
     assert not done.failed and done.result["free"] and done.result["changed"] is False
     assert done.result["journal"] is None and done.result["target_stopped"] is False
+    assert done.result["target_stop_s"] is None  # no server stopped: no stop time of one
     assert done.result["guard"] == {"found": None, "killed": [], "freed": True}
     assert not any(c[:2] == ["systemctl", "stop"] for c in calls)
 
@@ -194,6 +195,7 @@ def test_stop_stops_an_active_target(run_module, monkeypatch, tmp_path, no_gpus_
     done = run_module(sglbench_stop, stop_args(tmp_path))
     assert not done.failed and done.result["changed"] and done.result["target_stopped"]
     assert ["systemctl", "stop", "sglang.target"] in calls
+    assert isinstance(done.result["target_stop_s"], float) and 0.0 <= done.result["target_stop_s"] < 5.0
 
 
 def test_stop_of_a_host_without_the_target_still_checks_the_gpus(run_module, monkeypatch, tmp_path) -> None:
