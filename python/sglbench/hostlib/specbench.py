@@ -24,7 +24,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .workloads import WorkloadError
+from .workloads import WorkloadError, read_source_bytes
 
 SPECBENCH_PREFIX = "specbench:"
 DEFAULT_CATEGORY = "specbench"
@@ -52,12 +52,7 @@ def specbench_records(spec: str, seed: int = 0) -> list[dict[str, Any]]:
     if not raw:
         raise WorkloadError(f"bad source {spec!r}; {_USAGE}")
     p = Path(raw).expanduser()
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise WorkloadError(f"cannot read SpecBench file {p}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError as exc:
-        raise WorkloadError(f"SpecBench file {p} is not UTF-8 text (byte {exc.start}); {_USAGE}") from None
+    _data, text = read_source_bytes(p, "SpecBench", _USAGE)
     out = []
     for no, line in enumerate(text.splitlines(), start=1):
         s = line.strip()

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from .token_blocks import BLOCK_TOKENS, MAX_TOKENS
-from .workloads import WorkloadError
+from .workloads import WorkloadError, read_source_bytes
 
 TRACE_PREFIX = "trace:"
 TRACE_CATEGORY = "trace"
@@ -88,14 +88,7 @@ def parse_request(rec: Any, line: int, where: str) -> TraceRequest:
 def read_trace(path: str | Path) -> tuple[list[TraceRequest], str]:
     """The requests of a trace file in timestamp order (stable) and the file's sha256."""
     p = Path(path).expanduser()
-    try:
-        data = p.read_bytes()
-    except OSError as exc:
-        raise WorkloadError(f"cannot read trace file {p}: {exc.strerror or exc}; {_USAGE}") from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise WorkloadError(f"trace file {p} is not UTF-8 text (byte {exc.start}); {_USAGE}") from None
+    data, text = read_source_bytes(p, "trace", _USAGE)
     out: list[TraceRequest] = []
     for no, raw in enumerate(text.splitlines(), start=1):
         s = raw.strip()

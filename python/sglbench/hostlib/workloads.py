@@ -90,14 +90,23 @@ def _first_turn(rec: Any, where: str) -> str | None:
     return value
 
 
+def read_source_bytes(path: Path, kind: str, hint: str = "") -> tuple[bytes, str]:
+    """A source file's bytes and UTF-8 text; WorkloadError naming the ``kind`` of file, the path and why
+    (plus ``hint``, what the file should be) when it cannot be read or is not UTF-8 text."""
+    tail = f"; {hint}" if hint else ""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise WorkloadError(f"cannot read {kind} file {path}: {exc.strerror or exc}{tail}") from None
+    try:
+        return data, data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise WorkloadError(f"{kind} file {path} is not UTF-8 text (byte {exc.start}){tail}") from None
+
+
 def _records(path: Path) -> list[tuple[str, Any]]:
     """(where, record) of a JSON list or a JSONL file."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise WorkloadError(f"cannot read ShareGPT file {path}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError as exc:
-        raise WorkloadError(f"ShareGPT file {path} is not UTF-8 text (byte {exc.start})") from None
+    _data, text = read_source_bytes(path, "ShareGPT")
     stripped = text.lstrip()
     if stripped.startswith("["):
         try:
