@@ -139,11 +139,17 @@ def _missing_note(att: dict[str, Any]) -> str:
 
 
 def shorten(text: str, width: int) -> str:
-    """``text`` cut at a word boundary to at most ``width`` characters, with an ellipsis when cut."""
+    """``text`` in at most ``width`` characters: its start and its end, cut at word boundaries, with an
+    ellipsis between. A failure message opens with where it happened and ends with why and what to
+    change (a benchmark's: ``point c1-r0 of x-tp1 failed: prompt benchmark against <url> failed: <why>``)."""
     if len(text) <= width:
         return text
-    cut = text[: width - 1].rsplit(" ", 1)[0].rstrip(" ,;:")
-    return cut + "…"
+    head_n = width // 3
+    head = text[:head_n].rsplit(" ", 1)[0].rstrip(" ,;:")
+    tail_n = width - len(head) - 3
+    tail = text[-tail_n:]
+    tail = tail.split(" ", 1)[1] if " " in tail[1:] and not text[-tail_n - 1].isspace() else tail
+    return f"{head} … {tail.lstrip()}"
 
 
 def _fmt_cause(outcome: str, cause: Any, message: Any) -> str:

@@ -8,6 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import recordfactory as rf
+from hypothesis import given
+from hypothesis import strategies as st
 
 from sglbench import bootstrap, cli, results, summarize
 
@@ -413,3 +415,24 @@ def test_cost_column_needs_a_price(tmp_path: Path) -> None:
     res = results.load(tmp_path / "run1")
     md = summarize.to_markdown(summarize.summary_table(res), res)
     assert "J/tok" in md and "$/Mtok" not in md
+
+
+@given(st.text(alphabet=st.sampled_from("ab cd;:,"), max_size=400), st.integers(min_value=20, max_value=200))
+def test_a_shortened_message_keeps_its_start_and_end_within_the_width(text: str, width: int) -> None:
+    out = summarize.shorten(text, width)
+    if len(text) <= width:
+        assert out == text
+    else:
+        assert len(out) <= width and " … " in out
+        head, tail = out.split(" … ", 1)
+        assert text.startswith(head) and text.endswith(tail)
+
+
+def test_a_failed_benchmark_cell_shows_where_and_what_to_change() -> None:
+    msg = (
+        "point c1-r0 of qwen3-8b-short-tp1 failed: prompt benchmark against http://127.0.0.1:30001 failed: "
+        "prompt long-3000-0 has 3000 tokens + 8 to generate, over the context length 2048 the server "
+        "serves; use a shorter long-context length or a config with --context-length of at least 3008"
+    )
+    cell = summarize.shorten(msg, 140)
+    assert cell.startswith("point c1-r0 of qwen3-8b-short-tp1") and cell.endswith("at least 3008")
