@@ -4,11 +4,12 @@ The page has inline CSS and its plots as base64 PNG data URIs (no scripts, no ne
 are written beside it as ``<stem>-<plot>.png``. Sections (:data:`SECTIONS`): at a glance, the deployment
 answer (deploy table per TP, break-even pairs, limits; ``sglbench.deploy``), summary tables per TP,
 throughput vs concurrency, speedup with CIs, the break-even plot, the per-GPU Pareto frontier, latency
-distributions, acceptance by prompt category, TP scaling, energy and GPU telemetry (energy per token
-with CIs over repeats; per attempt, the series of its points over the measured window),
-capacity (memory split per GPU from the capacity plan; KV tokens predicted vs observed), failures with
-recommendations, and how the numbers were computed. A SIMULATED banner heads the page when any data
-comes from the stand-in, a CPU ENGINE banner when any comes from the real SGLang on its CPU engine.
+distributions, acceptance by prompt category, multi-turn sessions by turn (when a source sent sessions),
+TP scaling, energy and GPU telemetry (energy per token with CIs over repeats; per attempt, the series of
+its points over the measured window), capacity (memory split per GPU from the capacity plan; KV tokens
+predicted vs observed), failures with recommendations, and how the numbers were computed. A SIMULATED
+banner heads the page when any data comes from the stand-in, a CPU ENGINE banner when any comes from the
+real SGLang on its CPU engine.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import Any
 import pandas as pd
 from matplotlib.figure import Figure
 
-from sglbench import acceptance, bootstrap, columnar, events, lossless, outfiles
+from sglbench import acceptance, bootstrap, columnar, events, lossless, outfiles, turns
 from sglbench.deploy import store
 from sglbench.deploy import text as deploy_text
 from sglbench.deploy.answer import Answer
@@ -969,6 +970,7 @@ def _figures(res: Results, plots: list[Plot], answers: Sequence[Answer]) -> list
         f"<h2>{ACCEPTANCE}</h2>",
         _img(by_key["acceptance"]),
         *_acceptance_positions(res),
+        *_turns(res),
         f"<h2>{SCALING}</h2>",
         _img(by_key["scaling"]),
         f"<h2>{TELEMETRY}</h2>",
@@ -1025,6 +1027,19 @@ def _acceptance_positions(res: Results) -> list[str]:
     for tp, grp in positions.groupby("tp", sort=True):
         parts.append(f"<h4>TP {tp}</h4>")
         parts.append(_html_table(acceptance.display_rows(grp), left=("config", "point", "category")))
+    return parts
+
+
+def _turns(res: Results) -> list[str]:
+    """Multi-turn sessions by turn index (TTFT, cached share of the prompt), for attempts that sent
+    session turns (nothing otherwise)."""
+    table = turns.turn_table(res)
+    if not len(table):
+        return []
+    parts = [f"<h2>{turns.HEADING}</h2>", f"<p class='note'>{_e(turns.NOTE)}</p>"]
+    for tp, grp in table.groupby("tp", sort=True):
+        parts.append(f"<h4>TP {tp}</h4>")
+        parts.append(_html_table(turns.display_rows(grp), left=("config", "point", "turn")))
     return parts
 
 

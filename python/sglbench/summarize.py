@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from sglbench import acceptance, bootstrap, events, lossless, outfiles, tables
+from sglbench import acceptance, bootstrap, events, lossless, outfiles, tables, turns
 from sglbench.hostlib import result_schema
 from sglbench.overhead import campaign_overhead, overhead_lines
 from sglbench.records import RecordError
@@ -504,6 +504,14 @@ def to_markdown(
         for tp, grp in positions.groupby("tp", sort=True):
             parts.append(f"TP {tp}:\n")
             parts.append(tables.render(acceptance.display_rows(grp), fmt))
+            parts.append("")
+    by_turn = turns.turn_table(res)
+    if len(by_turn):
+        parts.append(f"{h2}{turns.HEADING}\n")
+        parts.append(turns.NOTE + "\n")
+        for tp, grp in by_turn.groupby("tp", sort=True):
+            parts.append(f"TP {tp}:\n")
+            parts.append(tables.render(turns.display_rows(grp), fmt))
             parts.append("")
     if last:
         parts.append(last)
