@@ -230,8 +230,8 @@ def test_server_exit_mid_benchmark_is_classified_and_the_campaign_goes_on(
 ) -> None:
     """The server dies while it is benchmarked (the stand-in's scheduler exception after 12 requests):
     the attempt is recorded as failed in the bench phase with the cause and evidence from its journal
-    (not only the client's 'connection refused'), the points measured before the exit are kept, and
-    the next config runs."""
+    (not only the client's 'connection refused'), the points measured before the exit are kept, the one it
+    died in is failed or invalid, and the next config runs."""
     results = tmp_path / "results"
     matrix = _matrix()
     matrix[0]["env"] = {"SGLBENCH_SIM_CRASH_AFTER_REQUESTS": "12"}
@@ -252,7 +252,16 @@ def test_server_exit_mid_benchmark_is_classified_and_the_campaign_goes_on(
     assert "Scheduler hit an exception" in (host_dir / "kr-ar-tp1" / "journal.log").read_text()
     points = {p.stem: _read(p) for p in sh.point_files(host_dir / "kr-ar-tp1" / "points", "c*")}
     assert any(p["outcome"] == "ok" for p in points.values()), points.keys()  # measured before the exit
-    assert any(p["outcome"] == "failed" for p in points.values()), points.keys()
+    # The point the server died in: failed when none of its requests had succeeded, else kept with its
+    # failed requests counted and judged invalid (which one depends on what was in flight when it died: a
+    # concurrency-2 point on a loaded machine may finish some of its requests first).
+    died = [
+        p
+        for p in points.values()
+        if p["outcome"] == "failed" or ((p.get("summary") or {}).get("n_err") or 0) > 0
+    ]
+    assert len(died) == 1, points.keys()
+    assert died[0]["outcome"] == "failed" or died[0]["summary"]["valid"] is False, died[0]
     nxt = _read(host_dir / "kr-dflash-tp1" / "record.json")
     assert nxt["outcome"] == "ok" and len(nxt["benchmark"]["points"]) == len(KEYS)
 
