@@ -149,7 +149,7 @@ def test_served_points_energy_follows_the_model_and_the_throttle_shows(tmp_path:
     sampled through the stand-in's nvidia-smi every 50 ms, with a throttling episode 1.6 s after the server
     is ready: a point the episode misses has about the model's J/token (15 %, see below); the power-cap
     bit shows for the episode's length only, and capped samples draw less than the others. The 0.4 s
-    episode can reach two of the 1 s windows at most, wherever a loaded machine puts them, so one is missed."""
+    episode can reach two of the 1 s windows at most, wherever a loaded machine puts them: one is missed."""
     scale, prompt, output = 0.2, 128, 48
     args = ["--model-path", model("qwen3-8b"), "--enable-metrics"]
     fast_start = {
