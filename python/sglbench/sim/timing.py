@@ -48,10 +48,9 @@ class TimingModel:
     def _comm(self) -> float:
         return TP_COMM_S_PER_LAYER * self.num_layers if self.tp_size > 1 else 0.0
 
-    def decode_step(self, batch: int, kv_tokens: int) -> float:
-        """One decode (or verify) step for ``batch`` running requests holding ``kv_tokens`` tokens."""
-        if batch <= 0:
-            return 0.0
+    def _target_step(self, batch: int, kv_tokens: int) -> tuple[float, float, int]:
+        """The target model's memory and compute time of one decode (or verify) step, and the tokens it
+        scores (``batch`` x the draft tokens each request verifies)."""
         draft_tokens = max(1, self.num_draft_tokens) if self.draft_passes else 0
         tokens = batch * max(1, draft_tokens)
         mem = self._mem_time(
@@ -59,7 +58,13 @@ class TimingModel:
             + kv_tokens * self.kv_bytes_per_token
             + (2 + draft_tokens) * batch * self.state_bytes_per_request  # read, write; draft positions
         )
-        compute = 2.0 * self.params * tokens / self.flops
+        return mem, 2.0 * self.params * tokens / self.flops, tokens
+
+    def decode_step(self, batch: int, kv_tokens: int) -> float:
+        """One decode (or verify) step for ``batch`` running requests holding ``kv_tokens`` tokens."""
+        if batch <= 0:
+            return 0.0
+        mem, compute, tokens = self._target_step(batch, kv_tokens)
         step = max(mem, compute) + self._comm() + batch * PER_REQUEST_OVERHEAD_S
         if self.draft_passes:
             draft_mem = self._mem_time(self.draft_weights_bytes) + 2e-4
@@ -72,14 +77,7 @@ class TimingModel:
         compute and memory time (0 = purely memory bound, 1 = compute bound). The power model reads it."""
         if batch <= 0:
             return 0.0
-        draft_tokens = max(1, self.num_draft_tokens) if self.draft_passes else 0
-        tokens = batch * max(1, draft_tokens)
-        mem = self._mem_time(
-            self.weights_bytes
-            + kv_tokens * self.kv_bytes_per_token
-            + (2 + draft_tokens) * batch * self.state_bytes_per_request
-        )
-        compute = 2.0 * self.params * tokens / self.flops
+        mem, compute, _tokens = self._target_step(batch, kv_tokens)
         return compute / max(mem, compute)
 
     def prefill_intensity(self, new_tokens: int) -> float:
