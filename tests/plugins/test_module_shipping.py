@@ -70,6 +70,7 @@ EXPECTED = {
     "capacity_variants",
     "capacity",
     "checkpoint",
+    "forked",
     "geometry",
     "gpus",
     "hf_cache",

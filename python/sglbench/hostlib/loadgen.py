@@ -56,7 +56,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from . import load_points, long_context, result_schema, server_api, trace_replay
+from . import forked, load_points, long_context, result_schema, server_api, trace_replay
 from . import loadgen_api as api_mod
 from . import loadgen_http as http_mod
 from . import metrics as metrics_mod
@@ -905,26 +905,16 @@ class LoadRunner:
         return await self._finish_point(point, repeat, seed, n_warm, t0_wall, records, stats)
 
     def _fork_child(self, shard: _Shard, model: str | None, siblings: list[_Child]) -> _Child:
-        ctl_r, ctl_w = os.pipe()
-        res_r, res_w = os.pipe()
+        def run(ctl_fd: int, res_fd: int) -> int:  # the child: runs its shard, never returns
+            _become_child()
+            return self._child_main(shard, model, ctl_fd, res_fd)
+
         try:
-            pid = os.fork()
+            pid, ctl_w, res_r = forked.fork_with_pipes(
+                run, also_close=[f for c in siblings for f in (c.ctl_fd, c.res_fd)]
+            )
         except OSError as exc:
-            for fd in (ctl_r, ctl_w, res_r, res_w):
-                os.close(fd)
             raise LoadgenError(f"cannot fork client process {shard.k} of {shard.procs}: {exc}") from None
-        if pid == 0:  # the child: runs its shard and leaves through os._exit, never returns
-            code = 1
-            try:
-                _become_child()
-                for fd in [ctl_w, res_r, *(f for c in siblings for f in (c.ctl_fd, c.res_fd))]:
-                    with contextlib.suppress(OSError):
-                        os.close(fd)
-                code = self._child_main(shard, model, ctl_r, res_w)
-            finally:
-                os._exit(code)
-        os.close(ctl_r)
-        os.close(res_w)
         return _Child(shard.k, pid, ctl_w, res_r)
 
     def _child_main(self, shard: _Shard, model: str | None, ctl_fd: int, res_fd: int) -> int:

@@ -39,6 +39,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import forked
 from . import sglang_facts as facts
 
 SCHEMA = 1
@@ -608,27 +609,14 @@ class ForkedSampler:
         self._stopping = False
 
     def start(self) -> None:
-        ctl_r, ctl_w = os.pipe()
-        res_r, res_w = os.pipe()
+        def run(ctl_fd: int, res_fd: int) -> int:  # the sampler process: serve the parent's commands
+            _serve_sampler(Sampler(self.cfg, self.url, self.api_key), ctl_fd, res_fd)
+            return 0
+
         try:
-            pid = os.fork()
+            self.pid, self._ctl, self._res = forked.fork_with_pipes(run)
         except OSError as exc:
-            for fd in (ctl_r, ctl_w, res_r, res_w):
-                os.close(fd)
             self._error = f"cannot fork the sampler process: {exc}"
-            return
-        if pid == 0:  # the sampler process: serve the parent's commands, never return
-            code = 1
-            try:
-                os.close(ctl_w)
-                os.close(res_r)
-                _serve_sampler(Sampler(self.cfg, self.url, self.api_key), ctl_r, res_w)
-                code = 0
-            finally:
-                os._exit(code)
-        os.close(ctl_r)
-        os.close(res_w)
-        self.pid, self._ctl, self._res = pid, ctl_w, res_r
 
     def _send(self, line: str) -> bool:
         try:
