@@ -98,6 +98,16 @@ def parent_map(proc: Path = Path("/proc")) -> dict[int, int]:
     return out
 
 
+def is_zombie(pid: int, proc: Path = Path("/proc")) -> bool:
+    """Whether ``pid`` has exited and waits to be reaped (state ``Z``): signal 0 still reaches it."""
+    try:
+        stat = (proc / str(pid) / "stat").read_text()
+    except OSError:
+        return False
+    rest = stat[stat.rfind(")") + 2 :].split()
+    return bool(rest) and rest[0] == "Z"
+
+
 def descendants(root: int, parents: dict[int, int]) -> list[int]:
     """Every descendant of ``root`` (children first, then theirs)."""
     children: dict[int, list[int]] = {}
@@ -305,13 +315,14 @@ class Keeper:
             return rc if rc >= 0 else 128 - rc
 
     def parent_alive(self) -> bool:
+        """Whether ``sglbench run`` still runs: a killed one its own parent has not reaped yet is gone."""
         try:
             os.kill(self.cfg.parent_pid, 0)
         except ProcessLookupError:
             return False
         except PermissionError:
             return True
-        return True
+        return not is_zombie(self.cfg.parent_pid)
 
     def keep(self, relay: int) -> int:
         self.state["pid"] = os.getpid()

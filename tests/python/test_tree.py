@@ -208,3 +208,18 @@ def test_ssh_connection_masters_are_told_apart_from_leftovers(tmp_path: Path) ->
         (tmp_path / str(pid)).mkdir()
         (tmp_path / str(pid) / "cmdline").write_bytes(argv)
     assert tree.ssh_masters([11, 12, 13, 14], proc=tmp_path) == [11]
+
+
+def test_a_killed_parent_not_yet_reaped_counts_as_gone(tmp_path: Path) -> None:
+    # signal 0 still reaches an exited process until its parent reaps it: the keeper must not call it alive
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    deadline = time.monotonic() + 10
+    while not tree.is_zombie(child.pid) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert tree.is_zombie(child.pid)
+    keeper = tree.Keeper(tree.TreeConfig("ap", "/p/bench.yml", "/p/stop.yml", "s", "l", child.pid), [])
+    assert keeper.parent_alive() is False
+    child.wait()
+    assert not tree.is_zombie(child.pid) and keeper.parent_alive() is False
+    me = tree.Keeper(tree.TreeConfig("ap", "/p/bench.yml", "/p/stop.yml", "s", "l", os.getpid()), [])
+    assert not tree.is_zombie(os.getpid()) and me.parent_alive()
