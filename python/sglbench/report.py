@@ -21,7 +21,7 @@ import math
 import re
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -1017,30 +1017,34 @@ def _telemetry_method(res: Results) -> str:
     )
 
 
+def _tables_by_tp(
+    heading: str, note: str, table: pd.DataFrame, rows: Callable[[pd.DataFrame], Any], left: tuple[str, ...]
+) -> list[str]:
+    """A heading (``<h2>``/``<h3>`` markup), its note and one table of ``rows(group)`` per TP; nothing for an
+    empty ``table``."""
+    if not len(table):
+        return []
+    parts = [heading, f"<p class='note'>{_e(note)}</p>"]
+    for tp, grp in table.groupby("tp", sort=True):
+        parts.append(f"<h4>TP {tp}</h4>")
+        parts.append(_html_table(rows(grp), left=left))
+    return parts
+
+
 def _acceptance_positions(res: Results) -> list[str]:
     """Acceptance per draft position, per point and per category, for configs whose server returned
     per-request acceptance histograms (nothing otherwise)."""
     positions = acceptance.position_table(acceptance.histograms(res))
-    if not len(positions):
-        return []
-    parts = [f"<h3>{acceptance.HEADING}</h3>", f"<p class='note'>{_e(acceptance.NOTE)}</p>"]
-    for tp, grp in positions.groupby("tp", sort=True):
-        parts.append(f"<h4>TP {tp}</h4>")
-        parts.append(_html_table(acceptance.display_rows(grp), left=("config", "point", "category")))
-    return parts
+    heading = f"<h3>{acceptance.HEADING}</h3>"
+    left = ("config", "point", "category")
+    return _tables_by_tp(heading, acceptance.NOTE, positions, acceptance.display_rows, left)
 
 
 def _turns(res: Results) -> list[str]:
     """Multi-turn sessions by turn index (TTFT, cached share of the prompt), for attempts that sent
     session turns (nothing otherwise)."""
-    table = turns.turn_table(res)
-    if not len(table):
-        return []
-    parts = [f"<h2>{turns.HEADING}</h2>", f"<p class='note'>{_e(turns.NOTE)}</p>"]
-    for tp, grp in table.groupby("tp", sort=True):
-        parts.append(f"<h4>TP {tp}</h4>")
-        parts.append(_html_table(turns.display_rows(grp), left=("config", "point", "turn")))
-    return parts
+    heading, left = f"<h2>{turns.HEADING}</h2>", ("config", "point", "turn")
+    return _tables_by_tp(heading, turns.NOTE, turns.turn_table(res), turns.display_rows, left)
 
 
 def _lossless(gate: pd.DataFrame) -> list[str]:

@@ -498,24 +498,23 @@ def to_markdown(
         parts.append(tables.render(display_rows(grp), fmt))
         parts.append("")
     positions = acceptance.position_table(acceptance.histograms(res))
-    if len(positions):
-        parts.append(f"{h2}{acceptance.HEADING}\n")
-        parts.append(acceptance.NOTE + "\n")
-        for tp, grp in positions.groupby("tp", sort=True):
-            parts.append(f"TP {tp}:\n")
-            parts.append(tables.render(acceptance.display_rows(grp), fmt))
-            parts.append("")
-    by_turn = turns.turn_table(res)
-    if len(by_turn):
-        parts.append(f"{h2}{turns.HEADING}\n")
-        parts.append(turns.NOTE + "\n")
-        for tp, grp in by_turn.groupby("tp", sort=True):
-            parts.append(f"TP {tp}:\n")
-            parts.append(tables.render(turns.display_rows(grp), fmt))
-            parts.append("")
+    by_position = (f"{h2}{acceptance.HEADING}", acceptance.NOTE, positions, acceptance.display_rows)
+    parts += _tables_by_tp(*by_position, fmt)
+    parts += _tables_by_tp(f"{h2}{turns.HEADING}", turns.NOTE, turns.turn_table(res), turns.display_rows, fmt)
     if last:
         parts.append(last)
     return "\n".join(parts)
+
+
+def _tables_by_tp(heading: str, note: str, table: pd.DataFrame, rows: Any, fmt: str) -> list[str]:
+    """A section: its heading, its note and one table of ``rows(group)`` per TP; nothing for an empty
+    ``table``."""
+    if not len(table):
+        return []
+    parts = [f"{heading}\n", note + "\n"]
+    for tp, grp in table.groupby("tp", sort=True):
+        parts += [f"TP {tp}:\n", tables.render(rows(grp), fmt), ""]
+    return parts
 
 
 # -- the command (its arguments: python/sglbench/cli/summarize.py) -------------------------------
