@@ -3,16 +3,21 @@ point's rate, the identity following the file, and the replay keeping its schedu
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import os
 import random
+import subprocess
+import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from sglbench import resume
-from sglbench.hostlib import loadgen, loadgen_api, nullserver, prompts, trace_replay
+from sglbench.hostlib import loadgen, loadgen_api, metrics, nullserver, prompts, trace_replay
 from sglbench.hostlib.token_blocks import BLOCK_TOKENS
 
 # The first lines of the Mooncake arxiv trace SGLang downloads (mooncake_trace.jsonl), shortened.
@@ -183,14 +188,31 @@ def _replay(srv_url: str, trace: list, rate: float, n: int, **kw) -> loadgen.Poi
     return loadgen.run_campaign(spec).points[0]
 
 
+@contextlib.contextmanager
+def _null_server_process() -> Iterator[str]:
+    """The null server in a process of its own, as a real server is: the client keeps its interpreter."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    cmd = [sys.executable, "-m", "sglbench.hostlib.nullserver", "--port", "0"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline().split()
+        assert line[:1] == ["LISTENING"], line
+        yield f"http://127.0.0.1:{line[1]}"
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 def test_loopback_replay_keeps_the_schedule(tmp_path):
     """40 req/s for 3 s against the null server: every request in trace order at its scaled time, with its
-    own output length. The bound here is loose (a loaded CI machine); benchmarks/trace_lateness.py measures
-    the 5 ms figure."""
+    own output length, the bulk sent on time. benchmarks/trace_lateness.py measures the 5 ms p99 figure on
+    a quiet machine; here, beside the other test lanes, a descheduled client may send its slowest requests
+    late, and then its self-check must say so: such a point is never kept as valid."""
     trace = prompts.resolve_prompt_source(f"trace:{_synthetic_trace(tmp_path / 't.jsonl', 200, 80.0)}")
     n, rate = 120, 40.0
-    with nullserver.NullServerThread(nullserver.NullServerConfig()) as srv:
-        pr = _replay(srv.url, trace, rate, n, warmup=4)
+    with _null_server_process() as url:
+        pr = _replay(url, trace, rate, n, warmup=4)
     expected = trace_replay.replay_schedule([p.arrival_s for p in trace], rate, n)
     recs = sorted(pr.records, key=lambda r: r.idx)
     assert [r.prompt_id for r in recs] == [p.id for p in trace[:n]]
@@ -200,8 +222,13 @@ def test_loopback_replay_keeps_the_schedule(tmp_path):
     assert s["n_ok"] == n and s["trace_replay"]["requests"] == n and s["trace_replay"]["rate"] == rate
     assert s["trace_replay"]["speedup"] == pytest.approx(expected.speedup)
     late = s["client"]["send_lateness_ms"]
-    assert late["n"] == n and late["p99"] < 25.0, late
-    assert s["client"]["achieved_rate"] == pytest.approx(rate, rel=0.05)
+    assert late["n"] == n and late["p50"] < metrics.MAX_SEND_LATENESS_P99_MS, late
+    if late["p99"] > metrics.MAX_SEND_LATENESS_P99_MS:
+        assert not s["valid"] and any(r.startswith("send lateness p99") for r in s["invalid_reasons"])
+    achieved = s["client"]["achieved_rate"]
+    if achieved < metrics.MIN_ACHIEVED_RATE_FRACTION * rate:
+        assert not s["valid"] and any(r.startswith("achieved send rate") for r in s["invalid_reasons"])
+    assert achieved == pytest.approx(rate, rel=0.10)
 
 
 def test_procs_deal_the_trace_schedule_out(tmp_path):

