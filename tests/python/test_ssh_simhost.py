@@ -42,8 +42,9 @@ KEYS = ["c1-r0", "c1-r1"]
 # Points long enough that the rerun (sshd back, a fresh connection, the module's start-up: several seconds
 # on a loaded 2-core machine) reaches the host while the cut-off client still sends load.
 LONG = sh.LOAD | {"duration_s": 15}
-# Points that outlast the few seconds it takes to cut the connection once the client holds the lock.
-SHORT = sh.LOAD | {"duration_s": 6}
+# Points that outlast the few seconds it takes to see the second point start and cut the connection (each
+# look is a podman exec: a second or more on a loaded 2-core machine).
+SHORT = sh.LOAD | {"duration_s": 10}
 
 
 @pytest.fixture(scope="module")
@@ -105,13 +106,21 @@ def _spooled(name: str) -> dict[str, dict[str, Any]]:
     return {d["key"]: d["point"] for d in docs}
 
 
-def _second_point_running(c: Campaign, log: Path) -> dict[str, Any]:
-    """Wait until the host spooled c1-r0 and the client (now on c1-r1) holds the bench lock; that holder."""
-    sh.wait_for(lambda: "c1-r0" in _spooled(NAME) and _holder(NAME) is not None, 400, "point c1-r1", log)
-    holder = _holder(NAME)
-    assert holder is not None
+def _second_point_running(c: Campaign, log: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Wait until the host spooled c1-r0 (and not yet c1-r1) and the client holds the bench lock: that
+    holder and c1-r0's summary, as seen together (the call may commit and clear its spool soon after)."""
+    seen: dict[str, dict[str, Any]] = {}
+
+    def second_point_running() -> bool:
+        spool, holder = _spooled(NAME), _holder(NAME)
+        if "c1-r0" in spool and "c1-r1" not in spool and holder is not None:
+            seen.update(holder=holder, before=spool["c1-r0"]["summary"])
+            return True
+        return False
+
+    sh.wait_for(second_point_running, 400, "point c1-r1", log)
     time.sleep(1.0)  # inside the point
-    return holder
+    return seen["holder"], seen["before"]
 
 
 def _record(run: Path) -> dict[str, Any]:
@@ -133,8 +142,7 @@ def test_a_connection_cut_mid_point_is_retried_and_the_point_measured_again(sim:
     c = Campaign(tmp_path)
     proc, log = c.start(LONG)
     try:
-        cut_client = _second_point_running(c, log)
-        before = _spooled(NAME)["c1-r0"]["summary"]
+        cut_client, before = _second_point_running(c, log)
         cut_at = time.time()
         _cut_connections(NAME)
         time.sleep(2.0)  # inside the retry window
@@ -181,8 +189,7 @@ def test_a_connection_down_past_the_retries_stops_cleanly_and_the_next_run_resum
     c = Campaign(tmp_path)
     proc, log = c.start()
     try:
-        _second_point_running(c, log)
-        before = _spooled(NAME)["c1-r0"]["summary"]
+        _, before = _second_point_running(c, log)
         _cut_connections(NAME)
         code = proc.wait(600)  # sshd stays down: every retry is refused
     finally:

@@ -24,6 +24,8 @@ ARTIFACT = Path(__file__).resolve().parents[3] / "build" / "test-artifacts" / "s
 KIND = hostlib_gpus.find_gpu("rtx-pro-6000")
 assert KIND is not None
 FIG = power.figures(KIND)
+# the client self-check's reasons that blame the machine, not the server (hostlib/metrics.client_health)
+MACHINE_REASONS = ("event-loop lag", "send lateness", "of one core", "for a CPU")
 
 
 def test_every_gpu_kind_has_power_figures() -> None:
@@ -238,10 +240,15 @@ def test_served_points_energy_follows_the_model_and_the_throttle_shows(tmp_path:
                 }
             )
             # The stand-in shares this machine's cores with the other test lanes: a starved scheduler
-            # runs its steps longer than modelled, at the same power. So this plumbing check allows 15 %;
-            # the 5 % agreement is tests/python/test_telemetry_simhost.py's (inventory/sim's time scale,
-            # points the client judged valid).
-            assert measured == pytest.approx(expected, rel=0.15), (valid, pr.summary.get("invalid_reasons"))
+            # runs its steps longer than modelled, at the same power. So this plumbing check allows 15 %
+            # on a point the client judged valid; the 5 % agreement is
+            # tests/python/test_telemetry_simhost.py's (inventory/sim's time scale). A point measured while
+            # this machine starved the processes (+37 % seen) cannot be judged, and must say so.
+            reasons = pr.summary.get("invalid_reasons") or []
+            if valid:
+                assert measured == pytest.approx(expected, rel=0.15)
+            else:
+                assert any(m in r for r in reasons for m in MACHINE_REASONS), reasons
     ARTIFACT.parent.mkdir(parents=True, exist_ok=True)
     ARTIFACT.write_text(json.dumps(figures, indent=1))
     assert unaffected >= 1
