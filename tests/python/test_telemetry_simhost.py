@@ -149,13 +149,15 @@ def test_points_carry_telemetry_that_follows_the_power_model(sim_host: str, tmp_
         *("-e", "sglbench_unit_environment=" + json.dumps(UNIT_ENV)),
     ]
     done = subprocess.run(cmd, cwd=REPO, env=sh.env(sim_host), capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    # exit 1: a point the client's self-check marked invalid (judged below)
+    assert done.returncode in (0, 1), done.stdout[-3000:] + done.stderr[-3000:]
     run_dir = tmp_path / "results" / RUN_ID
     host_dir = run_dir / "simhost"
     records = {
         name: json.loads((host_dir / f"{name}-tp1" / "record.json").read_text()) for name in (AR, DFLASH)
     }
     figures: dict[str, Any] = {"elapsed_s": time.monotonic() - t0, "configs": {}}
+    judged: list[dict[str, Any]] = []
     for name, record in records.items():
         results = _point_results(host_dir / f"{name}-tp1")
         assert len(results) == 2, f"{name}: {len(results)} point results"
@@ -206,7 +208,9 @@ def test_points_carry_telemetry_that_follows_the_power_model(sim_host: str, tmp_
                     "valid": summary["valid"],
                 }
             )
-            assert summary["valid"], summary.get("invalid_reasons")
+            if not summary["valid"]:  # only the client's self-check (a starved machine) may reject one here
+                reasons = summary["invalid_reasons"]
+                assert reasons and set(reasons) <= set(summary["client"]["reasons"]), (name, reasons)
             # the controller's own figures agree: J/token from the same window, and the point flagged
             # throttled exactly when the episode reached into its window
             derived = res["figures"]
@@ -216,10 +220,13 @@ def test_points_carry_telemetry_that_follows_the_power_model(sim_host: str, tmp_
         figures["configs"][name] = per_point
         unthrottled = [p for p in per_point if not p["throttled"]]
         assert unthrottled, f"{name}: every point overlapped the episode"
-        for p in unthrottled:
+        judged += [p for p in unthrottled if p["valid"]]
+        for p in (p for p in unthrottled if p["valid"]):
             # On a quiet machine the points agree within 5 % (they did: -1.1 % to +2.7 %); `make test` runs
             # this beside four other lanes on two cores, where a starved stand-in runs its decode steps
             # longer than its timing model at the same power (+5.7 % seen once), so the guard is 8 %.
             assert p["j_per_token"] == pytest.approx(p["expected"], rel=0.08), (name, p)
     ARTIFACT.parent.mkdir(parents=True, exist_ok=True)
     ARTIFACT.write_text(json.dumps(figures, indent=1))
+    # a point whose client was starved cannot be held to the model; one that was not must exist
+    assert judged, f"every unthrottled point was invalid: {figures}"
