@@ -45,6 +45,7 @@ NAME = f"sglbench-simhost-faults-{os.getpid()}"
 CONFIG = "qwen3-8b-ar"
 INSTANCE = f"{CONFIG}-tp1"
 KEYS = ["c1-r0", "c1-r1"]
+WAITING = "waiting up to 600 s for GPU host sglbench-simhost"  # what `sglbench run --wait 600` says queued
 # Points of 6 s for the scenarios that strike mid-point: the ladder is one host call, so the fault must land
 # while its second point runs, and reading the host takes seconds on a loaded machine.
 LONG = sh.LOAD | {"duration_s": 6}
@@ -207,10 +208,18 @@ def _scenarios(c: Chain, disk: Path) -> None:
     run_a = c.run_dir(log.read_text())
     with pytest.raises(lock.LockBusy) as busy, lock.lock_hosts(["sglbench-simhost"], c.locks):
         pass  # a second campaign now would overlap the orphaned tree: refused
-    assert busy.value.tree, str(busy.value)
+    assert busy.value.tree and busy.value.holder is not None, str(busy.value)
     # 2. two campaigns at once: B (--wait) queues behind A's orphaned tree, then resumes A in place; C,
     #    without --wait while B runs, is refused naming B (that --wait never joins a live run: test_runner.py)
-    b, log_b = c.start("--wait", "600")
+    #    The tree's cleanup can end before a loaded machine has started B: its keeper (the tree lock's holder,
+    #    which holds the lock until it exits) is paused until B is seen queuing, then let go.
+    keeper = busy.value.holder.pid
+    os.kill(keeper, signal.SIGSTOP)
+    try:
+        b, log_b = c.start("--wait", "600")
+        sh.wait_for(lambda: WAITING in log_b.read_text(), 300, "B to queue behind the tree", log_b)
+    finally:
+        os.kill(keeper, signal.SIGCONT)
     sh.wait_for(lambda: lock.probe_free(c.locks / "sglbench-simhost.tree.lock"), 120, "the tree to end")
     state = json.loads(next((run_a / "_runner").glob("tree-*.json")).read_text())
     assert state["phase"] == "cleaned" and state["parent_alive"] is False, state
@@ -221,7 +230,7 @@ def _scenarios(c: Chain, disk: Path) -> None:
     assert refused.returncode == 2 and "is busy: held by" in refused.stderr, refused.stderr
     assert b.wait(900) in (0, 1), log_b.read_text()[-3000:]
     text_b = log_b.read_text()
-    assert "waiting up to 600 s for GPU host sglbench-simhost" in text_b  # queued behind the tree
+    assert WAITING in text_b  # queued behind the tree
     assert c.run_dir(text_b) == run_a  # its owner provably gone: resumed in place ...
     _completed(c, run_a)  # ... and completed: every point exactly once
     assert _meta(run_a)["status"] == "finished"
