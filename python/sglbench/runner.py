@@ -480,10 +480,9 @@ class _Interrupts:
         while time.monotonic() < deadline:
             try:
                 os.kill(pid, 0)
-                stat = Path(f"/proc/{pid}/stat").read_text()
-            except (ProcessLookupError, OSError):
+            except OSError:
                 break
-            if stat[stat.rfind(")") + 2 :].startswith("Z"):  # exited, not yet reaped
+            if tree.is_zombie(pid):  # exited, not yet reaped
                 break
             time.sleep(0.5)
         else:

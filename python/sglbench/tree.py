@@ -87,25 +87,29 @@ def parent_map(proc: Path = Path("/proc")) -> dict[int, int]:
     for d in proc.iterdir():
         if not d.name.isdigit():
             continue
-        try:
-            stat = (d / "stat").read_text()
-        except OSError:
+        rest = stat_fields(d / "stat")
+        if rest is None:
             continue
-        # "pid (comm) state ppid ..." where comm may contain spaces and parentheses
-        rest = stat[stat.rfind(")") + 2 :].split()
         with contextlib.suppress(IndexError, ValueError):
             out[int(d.name)] = int(rest[1])
     return out
 
 
+def stat_fields(path: Path) -> list[str] | None:
+    """The fields of a ``/proc/<pid>/stat`` after the command name (state, ppid, ...); None when unreadable.
+
+    The line is "pid (comm) state ppid ...", where comm may contain spaces and parentheses."""
+    try:
+        stat = path.read_text()
+    except OSError:
+        return None
+    return stat[stat.rfind(")") + 2 :].split()
+
+
 def is_zombie(pid: int, proc: Path = Path("/proc")) -> bool:
     """Whether ``pid`` has exited and waits to be reaped (state ``Z``): signal 0 still reaches it."""
-    try:
-        stat = (proc / str(pid) / "stat").read_text()
-    except OSError:
-        return False
-    rest = stat[stat.rfind(")") + 2 :].split()
-    return bool(rest) and rest[0] == "Z"
+    rest = stat_fields(proc / str(pid) / "stat")
+    return rest is not None and rest[:1] == ["Z"]
 
 
 def descendants(root: int, parents: dict[int, int]) -> list[int]:
