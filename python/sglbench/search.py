@@ -67,6 +67,7 @@ GOODPUT = "goodput"  # objective: share of requests meeting the per-request SLOs
 REQUEST_SLO_KEYS = ("ttft_ms", "tpot_ms", "e2e_ms")  # sglbench_bench.slo: per-request thresholds (goodput)
 PER_REQUEST_QUANTILE = 99  # without a goodput floor, a per-request SLO holds at this percentile
 VERDICTS = ("limit_found", "plan_limited", "never_met", "unresolved")
+UNTRUSTED = "untrusted"  # an objective's state at a level short of valid points: not judged
 DEFAULTS: dict[str, Any] = {
     "enabled": False,
     "mode": "concurrency",
@@ -485,7 +486,7 @@ def untrusted_level(
                 "ci_low": None,
                 "ci_high": None,
                 "bound": o.bound,
-                "state": "untrusted",
+                "state": UNTRUSTED,
             }
             for o in spec.objectives
         },
