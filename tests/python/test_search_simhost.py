@@ -6,23 +6,24 @@ on (closed loop, TTFT p99 and ITL p50 objectives, short requests, two repeats pe
 set up for a short-request service (``MATRIX``: why these numbers) so that the AR/DFlash crossover lies
 inside what both hold:
 
-1. run 1 is SIGKILLed (the ``sglbench run`` process itself) once DFlash, after its own SLO search, has
-   committed the first point of the levels that locate its crossover against the baseline (the search's
-   own progress in its ``search.json`` says so: an event, whatever the machine's speed and however many
-   points the levels before it took); its process-tree keeper stops the units;
+1. run 1 is SIGKILLed (the ``sglbench run`` process itself) once DFlash's search has committed the first
+   point of its second level (an event every search has, whatever the machine's speed and however many
+   points its first level took: from ``start`` it goes up or down, and a level has ``repeats`` points); its
+   process-tree keeper stops the units;
 2. run 2 (same run id) reuses the baseline's finished attempt and finishes DFlash's search: no point
    committed by run 1 is measured again, nothing is moved aside but the interrupted point's partial files,
    and each search's document is the replay of its committed points;
 3. the answer against :mod:`sglbench.sim.truth` (the model in virtual time, no noise), on the product's own
-   terms: a level is judged only on points the client self-check found valid (a busy machine starves the
-   client; the search then measures the level again or leaves it untrusted), so every judged level's points
-   are valid and its verdict agrees with the model wherever the model is 5 % or more from the SLO; each
-   config's limit is the model's within one search step (``limit_found``/``plan_limited``), or, when the
-   level above it stayed untrusted, ``unresolved`` with that level untrusted; the crossover the search
-   located from its trusted levels lies within one step of the model's, and so does the break-even map's
-   (``sglbench.deploy``) when every point around it was valid; in at most 8 levels per config. A step
-   around the crossover is the distance between the two levels it lies between (the search refines them to
-   ``resolution``, 1).
+   terms. A level is judged only on points the client self-check found valid (a busy machine starves the
+   client; the search then measures the level again or leaves it untrusted), so: every judged level was
+   judged on valid points only and its verdict agrees with the model wherever the model is 5 % or more from
+   the SLO; an untrusted level was measured again first and never passed; each config's verdict is the
+   model's (limit within one search step) unless a level it needed stayed untrusted, and then it claims no
+   more than the model allows (a limit no higher than the model's, ``unresolved`` or, for DFlash, short of
+   its slots). Where the search located the crossover from trusted levels, it lies within one step of the
+   model's, and so does the break-even map's (``sglbench.deploy``) when every point around it was valid;
+   where it could not, an untrusted level is why. At most 8 levels per config. A step around the crossover
+   is the distance between the two levels it lies between (the search refines them to ``resolution``, 1).
 
 The figures go to ``build/test-artifacts/search_simhost.json``. The stand-in runs in real time here (time
 scale 1, not the inventory's 0.1): the client and the stand-in share a small machine with other jobs, and
@@ -182,15 +183,16 @@ def test_search_finds_the_models_limits_and_crossover_and_survives_a_sigkill(
     ar_dir, df_dir = run_dir / f"{AR}-tp1", run_dir / f"{DFLASH}-tp1"
     t0 = time.monotonic()
 
-    # 1. SIGKILL of `sglbench run` once DFlash's search has committed its first crossover point
+    # 1. SIGKILL of `sglbench run` once DFlash's search has committed the first point of its second level
     log1 = (tmp_path / "run1.log").open("w")
     proc = subprocess.Popen(_cmd(tmp_path), cwd=REPO, env=_env(), stdout=log1, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 1500  # bounds a failure only
     seen: dict[str, Any] = {}
+    start = f"c{BENCH['search']['start']}-"  # the first level's points: c4-r0, c4-r1, ...
     try:
         while time.monotonic() < deadline and proc.poll() is None:
             seen = _progress(df_dir)
-            if seen.get("phase") in ("crossover", "done") and seen["committed"]["crossover"] >= 1:
+            if any(not p.stem.startswith(start) for p in sh.point_files(df_dir / "points", "c*")):
                 break
             time.sleep(0.2)
     finally:
@@ -200,7 +202,7 @@ def test_search_finds_the_models_limits_and_crossover_and_survives_a_sigkill(
         log1.close()
     first = {p.stem: p.stat().st_mtime_ns for p in sh.point_files(df_dir / "points", "c*")}
     base_first = {p.stem: p.stat().st_mtime_ns for p in sh.point_files(ar_dir / "points", "c*")}
-    assert seen.get("phase") == "crossover", (seen, (tmp_path / "run1.log").read_text()[-3000:])
+    assert any(not k.startswith(start) for k in first), (seen, (tmp_path / "run1.log").read_text()[-3000:])
     assert (ar_dir / "record.json").exists(), "the baseline's attempt had not ended"
     assert not (df_dir / "record.json").exists(), "the kill came too late: DFlash's search had ended"
     t_kill = time.monotonic()
@@ -316,27 +318,38 @@ def test_search_finds_the_models_limits_and_crossover_and_survives_a_sigkill(
     # every judged level was judged on valid points only, and agrees with the model where it is clear
     for d, doc, model in ((ar_dir, sa, ar_model), (df_dir, sd, df_model)):
         _check_judged_levels(d, doc, model, load)
-    # each limit: the model's within one step, or a lower bound below a level that stayed untrusted
-    if sa["verdict"] == "unresolved":
-        assert sa["next_above"] in sa["trust"]["untrusted"] and sa["limit"] <= true_ar["limit"], sa["trust"]
+    # each limit: the model's within one step, unless a level it needed stayed untrusted; then no more
+    # than the model allows
+    untrusted = set(sa["trust"]["untrusted"]) | set(sd["trust"]["untrusted"])
+    if sa["verdict"] == "limit_found":
+        assert (
+            sa["next_above"] not in sa["trust"]["untrusted"]
+            and abs(sa["limit"] - true_ar["limit"]) <= sa["step"]
+        )
     else:
-        assert sa["verdict"] == "limit_found" and abs(sa["limit"] - true_ar["limit"]) <= sa["step"]
-    if 20 in sd["trust"]["untrusted"]:
-        assert sd["verdict"] != "plan_limited" and (sd["limit"] or 0) < 20
+        assert sa["trust"]["untrusted"] and sa["verdict"] == "unresolved", sa
+        assert sa["limit"] is None or sa["limit"] <= true_ar["limit"] + 1
+    if sd["verdict"] == "plan_limited":
+        assert (sd["limit"], sd["bound_by"]) == (20, "max_running_requests") and 20 not in sd["trust"][
+            "untrusted"
+        ]
     else:
-        assert (sd["verdict"], sd["limit"], sd["bound_by"]) == ("plan_limited", 20, "max_running_requests")
-    # the crossover: located by the search from its trusted levels to one step of the model's
-    assert xdoc["status"] == "crosses" and xdoc["stopped"] == "resolved" and xdoc["step"] == 1
-    lo, hi = xdoc["between"]
-    assert lo - xdoc["step"] <= analytic <= hi + xdoc["step"], xdoc
-    # the break-even map's estimate (the summary table's tok/s, every repeat) within that step of the
-    # model's, when every point of both configs at the two levels around it was valid
-    assert cross.status == "crosses" and cross.estimate.value is not None
-    around = [
-        p for d in (ar_dir, df_dir) for lv in (lo, hi) for p in sh.point_files(d / "points", f"c{lv}-r*")
-    ]
-    if all(json.loads(p.read_text())["summary"].get("valid") is not False for p in around):
-        assert abs(cross.estimate.value - analytic) <= xdoc["step"]
+        assert sd["trust"]["untrusted"] and (sd["limit"] or 0) < 20, sd
+    # the crossover: located by the search from its trusted levels to one step of the model's, or not
+    # located because a level stayed untrusted
+    if xdoc["status"] == "crosses" and xdoc["stopped"] == "resolved":
+        lo, hi = xdoc["between"]
+        assert xdoc["step"] == 1 and lo - xdoc["step"] <= analytic <= hi + xdoc["step"], xdoc
+        # the break-even map's estimate (the summary table's tok/s, every repeat) within that step of the
+        # model's, when every point of both configs at the two levels around it was valid
+        assert cross.status == "crosses" and cross.estimate.value is not None
+        around = [
+            p for d in (ar_dir, df_dir) for lv in (lo, hi) for p in sh.point_files(d / "points", f"c{lv}-r*")
+        ]
+        if all(json.loads(p.read_text())["summary"].get("valid") is not False for p in around):
+            assert abs(cross.estimate.value - analytic) <= xdoc["step"]
+    else:
+        assert untrusted, xdoc
 
 
 def _progress(attempt: Path) -> dict[str, Any]:
