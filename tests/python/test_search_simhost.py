@@ -376,6 +376,7 @@ def _check_judged_levels(
             assert len(files) == BENCH["repeats"] + doc["trust"]["remeasure"], lv  # measured again first
             continue
         assert sorted(lv["points"]) == valid and len(valid) == BENCH["repeats"], (lv["points"], valid)
+        assert lv["requests"] == sum(files[k]["summary"]["n_requests"] for k in valid), lv  # theirs only
         c = int(lv["level"])
         true = truth.slo_limit(model, load, SLO, levels=[c])["values"].get(c)
         if not true:
