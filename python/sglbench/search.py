@@ -9,7 +9,7 @@ One search runs per config attempt (config x TP x workload). Its inputs are the 
 capacity (the probe's, else the plan's ``max_running_requests`` and ``max_total_num_tokens``) and the
 points already committed in the attempt directory. Everything it decides is a pure function of those, so
 a re-run or a run after a SIGKILL replays the same decisions from the committed points and continues at
-the first level that is not yet measured: no level is ever measured twice.
+the first point that is not yet measured: no point is ever measured twice.
 
 The search, per mode (closed loop: concurrency; open loop: Poisson request rate):
 
