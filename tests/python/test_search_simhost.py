@@ -186,7 +186,7 @@ def test_search_finds_the_models_limits_and_crossover_and_survives_a_sigkill(
     # 1. SIGKILL of `sglbench run` once DFlash's search has committed the first point of its second level
     log1 = (tmp_path / "run1.log").open("w")
     proc = subprocess.Popen(_cmd(tmp_path), cwd=REPO, env=_env(), stdout=log1, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 1500  # bounds a failure only
+    deadline = time.monotonic() + 3000  # bounds a failure only: a loaded machine takes long
     seen: dict[str, Any] = {}
     start = f"c{BENCH['search']['start']}-"  # the first level's points: c4-r0, c4-r1, ...
     try:
@@ -209,7 +209,7 @@ def test_search_finds_the_models_limits_and_crossover_and_survives_a_sigkill(
 
     # 2. the same run again: the baseline is reused, DFlash's search ends
     run2 = subprocess.run(
-        _cmd(tmp_path), cwd=REPO, env=_env(), capture_output=True, text=True, timeout=1500, check=False
+        _cmd(tmp_path), cwd=REPO, env=_env(), capture_output=True, text=True, timeout=3000, check=False
     )
     # exit 1 also when a point is invalid (the client self-check on a busy machine); every config must be ok
     assert run2.returncode in (0, 1), run2.stdout[-4000:] + run2.stderr[-2000:]
