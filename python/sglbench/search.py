@@ -9,7 +9,7 @@ One search runs per config attempt (config x TP x workload). Its inputs are the 
 capacity (the probe's, else the plan's ``max_running_requests`` and ``max_total_num_tokens``) and the
 points already committed in the attempt directory. Everything it decides is a pure function of those, so
 a re-run or a run after a SIGKILL replays the same decisions from the committed points and continues at
-the first level that is not yet measured: no level is ever measured twice.
+the first point that is not yet measured: no point is ever measured twice.
 
 The search, per mode (closed loop: concurrency; open loop: Poisson request rate):
 
@@ -21,7 +21,13 @@ The search, per mode (closed loop: concurrency; open loop: Poisson request rate)
    midpoints for rates) until they are ``resolution`` apart (``limit_found``).
 3. **Budgets**: at most ``max_levels`` levels and ``time_budget_s`` seconds of measurement; when one runs
    out the search stops and says which, with the bracket it reached (``step``).
-4. **Crossover** (a speculative config, given its baseline's attempt directory; ``crossover``, default on):
+4. **Trust**: a level is judged on the points the client self-check found valid (``summary.valid``), and
+   only once it has ``repeats`` of them. An invalid point is replaced by one more repeat of the same level
+   (repeat ``repeats``, ``repeats + 1``, ...; at most ``remeasure`` per level); a level still short of
+   valid points after those is *untrusted*: not judged (``trusted: false``, verdict ``inconclusive``),
+   treated as not passing (the answer errs low), and a limit whose next level up is untrusted is
+   ``unresolved``, never ``limit_found``. Untrusted levels carry no throughput for the crossover.
+5. **Crossover** (a speculative config, given its baseline's attempt directory; ``crossover``, default on):
    within the same budgets, the levels that locate where its speedup over the baseline falls to 1 by the
    break-even map's rule: the baseline's levels around it first, then midpoints down to ``resolution``
    (:meth:`_Search.refine`). They never move the SLO limit.
@@ -61,6 +67,7 @@ GOODPUT = "goodput"  # objective: share of requests meeting the per-request SLOs
 REQUEST_SLO_KEYS = ("ttft_ms", "tpot_ms", "e2e_ms")  # sglbench_bench.slo: per-request thresholds (goodput)
 PER_REQUEST_QUANTILE = 99  # without a goodput floor, a per-request SLO holds at this percentile
 VERDICTS = ("limit_found", "plan_limited", "never_met", "unresolved")
+UNTRUSTED = "untrusted"  # an objective's state at a level short of valid points: not judged
 DEFAULTS: dict[str, Any] = {
     "enabled": False,
     "mode": "concurrency",
@@ -71,6 +78,7 @@ DEFAULTS: dict[str, Any] = {
     "time_budget_s": 0,  # 0 = no time budget
     "resolution": 0,  # 0 = 1 (concurrency) or 0.1, i.e. 10 % (rate)
     "crossover": True,  # a speculative config: locate its crossover against the baseline's levels too
+    "remeasure": 2,  # most extra points per level that replace points the client self-check found invalid
 }
 
 
@@ -115,6 +123,7 @@ class SearchSpec:
     time_budget_s: float
     resolution: float
     crossover: bool  # after the SLO search, refine the crossover against a baseline's levels (when given)
+    remeasure: int  # most extra points per level, each replacing an invalid one
     repeats: int
     seed: int
     cap: int | None  # rate mode: the in-flight cap (``concurrency: [N]``), else None
@@ -129,8 +138,8 @@ class SearchSpec:
 
     @property
     def iterations(self) -> int:
-        """Most points the search can ask for: every level of the budget, every repeat."""
-        return self.max_levels * self.repeats
+        """Most points the search can ask for: every level of the budget, every repeat and re-measure."""
+        return self.max_levels * (self.repeats + self.remeasure)
 
 
 def _where(key: str) -> str:
@@ -256,6 +265,7 @@ def parse_spec(load: Mapping[str, Any]) -> SearchSpec | None:
     if top and top < start:
         raise SearchError(f"{_where('max')} ({top:g}) must be 0 (the capacity bound) or >= start ({start:g})")
     max_levels = int(_number(s["max_levels"], _where("max_levels"), minimum=1, integer=True))
+    remeasure = int(_number(s["remeasure"], _where("remeasure"), integer=True))
     resolution = _number(s["resolution"], _where("resolution"), integer=not rate) or (0.1 if rate else 1.0)
     objectives, request_slo = parse_objectives(load.get("slo") or {})
     if not objectives:
@@ -282,13 +292,14 @@ def parse_spec(load: Mapping[str, Any]) -> SearchSpec | None:
         time_budget_s=_number(s["time_budget_s"], _where("time_budget_s")),
         resolution=resolution,
         crossover=bool(s["crossover"]),
+        remeasure=remeasure,
         repeats=repeats,
         seed=int(load.get("seed") or 0),
         cap=(conc[0] if conc else None) if rate else None,
         objectives=objectives,
         request_slo=request_slo,
         max_new_tokens=int(load.get("max_new_tokens") or 0),
-        settings={**s, "start": start, "floor": floor, "resolution": resolution},
+        settings={**s, "start": start, "floor": floor, "resolution": resolution, "remeasure": remeasure},
     )
 
 
@@ -448,12 +459,56 @@ def judge_level(
     return {
         "verdict": verdict,
         "pass": verdict == "pass",
+        "trusted": True,
         "objectives": out,
         "invalid": list(invalid),
         "requests": sum(len(rep) for rep in repeats),
         "tokens_per_request": sum(tokens) / len(tokens) if tokens else None,
         "e2e_ms_p50": e2e,
     }
+
+
+def untrusted_level(
+    spec: SearchSpec, repeats: Sequence[Sequence[Request]], invalid: Sequence[str]
+) -> dict[str, Any]:
+    """A level short of valid points: no objective judged (state ``untrusted``, no estimate), verdict
+    ``inconclusive``, never a pass. Only its request sizes (the server's token counts, whatever the client's
+    timing) are kept, for the capacity bound."""
+    tokens = [r.tokens for rep in repeats for r in rep if r.ok and r.tokens > 0]
+    return {
+        "verdict": "inconclusive",
+        "pass": False,
+        "trusted": False,
+        "objectives": {
+            o.name: {
+                "limit": o.limit,
+                "estimate": None,
+                "ci_low": None,
+                "ci_high": None,
+                "bound": o.bound,
+                "state": UNTRUSTED,
+            }
+            for o in spec.objectives
+        },
+        "invalid": list(invalid),
+        "requests": 0,
+        "tokens_per_request": sum(tokens) / len(tokens) if tokens else None,
+        "e2e_ms_p50": None,
+    }
+
+
+def _repeat(doc: Mapping[str, Any]) -> int:
+    point = doc.get("point") if isinstance(doc.get("point"), Mapping) else {}
+    try:
+        return int(point.get("repeat") or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
+def point_valid(doc: Mapping[str, Any]) -> bool:
+    """Whether the client self-check trusted this committed point (its summary's ``valid``)."""
+    summary = doc.get("summary") if isinstance(doc.get("summary"), Mapping) else {}
+    return summary.get("valid") is not False
 
 
 # -- the attempt's committed points --------------------------------------------------------------------
@@ -506,6 +561,8 @@ class Attempt:
                 "slo": spec.request_slo.active(),
                 "seed": spec.seed,
                 "n_boot": N_BOOT,
+                "judged_on": "valid points",
+                "repeats": spec.repeats,
             }
         )
         self.cache: dict[str, Any] = (
@@ -527,24 +584,33 @@ class Attempt:
         if isinstance(hit, Mapping) and hit.get("fingerprint") == fp:
             self.used[label] = hit
             return dict(hit["result"])
-        repeats, invalid, wall = [], [], 0.0
+        valid, other, invalid, wall = [], [], [], 0.0
         for d in docs:
             scale = _time_scale(d)
-            repeats.append([request_from_row(r, scale, self.spec.request_slo) for r in _rows(self.dir, d)])
+            rows = [request_from_row(r, scale, self.spec.request_slo) for r in _rows(self.dir, d)]
             summary = d.get("summary") if isinstance(d.get("summary"), Mapping) else {}
-            if summary.get("valid") is False:
+            if point_valid(d):
+                valid.append(rows)
+            else:
+                other.append(rows)
                 invalid.extend(f"{d.get('key')}: {r}" for r in summary.get("invalid_reasons") or ["invalid"])
             client = summary.get("client") if isinstance(summary.get("client"), Mapping) else {}
             wall += float(client.get("wall_s") or summary.get("duration_s") or 0.0)
-        result = judge_level(self.spec, label, repeats, invalid)
+        if len(valid) >= self.spec.repeats:  # judged on the valid points only
+            result = judge_level(self.spec, label, valid, invalid)
+        else:
+            result = untrusted_level(self.spec, valid + other, invalid)
+        result["points"] = [str(d.get("key")) for d in docs if point_valid(d)]
+        result["remeasured"] = [str(d.get("key")) for d in docs if _repeat(d) >= self.spec.repeats]
         result["wall_s"] = wall
         result["time_scale"] = _time_scale(docs[0]) if docs else 1.0
         self.used[label] = {"fingerprint": fp, "result": result}
         return dict(result)
 
-    def save(self) -> None:
-        """Keep the judgements this replay used (so the next call does not bootstrap them again)."""
-        doc = {"cache": {"key": self.key, "levels": self.used}}
+    def save(self, progress: Mapping[str, Any] | None = None) -> None:
+        """Keep the judgements this replay used (so the next call does not bootstrap them again), and where
+        the search stands (``progress``)."""
+        doc = {"progress": dict(progress or {}), "cache": {"key": self.key, "levels": self.used}}
         write_atomic(os.path.join(self.dir, STATE_FILE), json.dumps(doc, indent=1, default=str) + "\n")
 
 
@@ -596,7 +662,7 @@ class Baseline:
             if not name.endswith(".json") or name.startswith("."):
                 continue
             doc = _read_json(os.path.join(pdir, name))
-            if not isinstance(doc, Mapping) or doc.get("outcome") != "ok":
+            if not isinstance(doc, Mapping) or doc.get("outcome") != "ok" or not point_valid(doc):
                 continue
             level = _level_of(doc, spec)
             if level is not None:
@@ -666,6 +732,9 @@ class Decision:
     point: dict[str, Any] | None
     expected: list[dict[str, Any]]  # every point of every level visited, in order (the record lists these)
     doc: dict[str, Any]
+    # where the search stands: phase (slo, crossover, done), the next point and whether it replaces an
+    # invalid one, the points committed per phase (``search.json``'s ``progress``)
+    progress: dict[str, Any] = field(default_factory=dict)
 
 
 class _Search:
@@ -685,14 +754,68 @@ class _Search:
         self.bound_by: str | None = None
         self.tokens_per_request: float | None = None
         self.time_spent = 0.0
+        self.untrusted: list[float] = []  # levels short of valid points after every re-measure
+        self.committed = {"slo": 0, "crossover": 0}  # points committed per phase
         self._set_bound(None, None)
 
     # levels ---------------------------------------------------------------------------------------
-    def points(self, level: float) -> list[dict[str, Any]]:
+    def points(self, level: float, n: int | None = None) -> list[dict[str, Any]]:
+        """The level's first ``n`` points (default: its ``repeats``; beyond them, its re-measures)."""
         spec = self.spec
+        n = spec.repeats if n is None else n
         if spec.rate:
-            return resume.level_points(self.identity, spec.cap, float(level), spec.repeats, spec.seed)
-        return resume.level_points(self.identity, int(level), None, spec.repeats, spec.seed)
+            return resume.level_points(self.identity, spec.cap, float(level), n, spec.seed)
+        return resume.level_points(self.identity, int(level), None, n, spec.seed)
+
+    def visit(
+        self, attempt: Attempt, level: float, phase: str
+    ) -> tuple[dict[str, Any] | None, list[dict[str, Any]], list[dict[str, Any]]]:
+        """The level's points so far: (the next one to measure or None, its committed point files, the
+        points visited). Its ``repeats`` points first; then, while fewer than ``repeats`` of them are valid,
+        one more repeat per invalid point, at most ``remeasure``."""
+        spec = self.spec
+        every = self.points(level, spec.repeats + spec.remeasure)
+        base, extra = every[: spec.repeats], every[spec.repeats :]
+        docs = [attempt.done_doc(p) for p in base]
+        done = [d for d in docs if d is not None]
+        self.committed[phase] += len(done)
+        if len(done) < len(base):
+            return next(p for p, d in zip(base, docs, strict=True) if d is None), done, list(base)
+        visited = list(base)
+        valid = sum(point_valid(d) for d in done)
+        for p in extra:
+            if valid >= spec.repeats:
+                break
+            visited.append(p)
+            d = attempt.done_doc(p)
+            if d is None:
+                return p, done, visited
+            done.append(d)
+            self.committed[phase] += 1
+            valid += point_valid(d)
+        return None, done, visited
+
+    def progress(self, phase: str, todo: Mapping[str, Any] | None) -> dict[str, Any]:
+        return {
+            "phase": phase,
+            "next_point": todo["key"] if todo else None,
+            "remeasure": bool(todo) and int(todo["repeat"]) >= self.spec.repeats,
+            "committed": dict(self.committed),
+        }
+
+    def judged(
+        self, attempt: Attempt, level: float, role: str, label: str, done: list[dict[str, Any]]
+    ) -> dict[str, Any]:
+        """The level judged on its committed points (``Attempt.judge``), entered in ``levels``."""
+        result = attempt.judge(label, done)
+        trusted = bool(result.get("trusted"))
+        if not trusted:
+            self.untrusted.append(level)
+        entry = {"level": self._num(level), "point": label, "role": role, **result}
+        entry["tok_s"] = tok_s_of(d for d in done if point_valid(d)) if trusted else None
+        self.levels.append(entry)
+        self.time_spent += float(result.get("wall_s") or 0.0)
+        return result
 
     def _set_bound(self, tokens_per_request: float | None, e2e_ms: float | None) -> None:
         """The highest level the server can hold: slots or KV tokens / tokens per request (closed loop); that
@@ -759,31 +882,23 @@ class _Search:
         verdict: str | None = None
         exhausted: str | None = None
         while level is not None:
-            pts = self.points(level)
-            docs = [attempt.done_doc(p) for p in pts]
-            if not all(docs):
-                if not any(docs):
+            todo, done, visited = self.visit(attempt, level, "slo")
+            if todo is not None:
+                if not done:
                     exhausted = self.budget_left()
                     if exhausted:
                         break
-                todo = next(p for p, d in zip(pts, docs, strict=True) if d is None)
-                self.expected.extend(pts)
-                return Decision(False, todo, list(self.expected), self.document(None, None, level))
-            self.expected.extend(pts)
-            label = str(pts[0]["point"])
-            done = [d for d in docs if d is not None]
-            result = attempt.judge(label, done)
-            self.levels.append(
-                {
-                    "level": level if spec.rate else int(level),
-                    "point": label,
-                    "role": "slo",
-                    **result,
-                    "tok_s": tok_s_of(done),
-                }
-            )
-            self.time_spent += float(result.get("wall_s") or 0.0)
-            if len(self.levels) == 1:
+                self.expected.extend(visited)
+                return Decision(
+                    False,
+                    todo,
+                    list(self.expected),
+                    self.document(None, None, level),
+                    self.progress("slo", todo),
+                )
+            self.expected.extend(visited)
+            result = self.judged(attempt, level, "slo", str(visited[0]["point"]), done)
+            if self.tokens_per_request is None and result.get("trusted"):  # the first level judged
                 self.tokens_per_request = result.get("tokens_per_request")
                 self._set_bound(self.tokens_per_request, result.get("e2e_ms_p50"))
             if result["pass"]:
@@ -793,11 +908,25 @@ class _Search:
             level, verdict = self.step_after(level)
         if verdict is None:
             verdict = self._final_verdict()
+        if verdict in ("limit_found", "never_met") and self.hi in self.untrusted:
+            verdict = "unresolved"  # the level above the limit was never judged: the limit is a lower bound
         if self.baseline is not None:
             want = self.refine(attempt)
             if want is not None:
-                return Decision(False, want[0], list(self.expected), self.document(None, exhausted, want[1]))
-        return Decision(True, None, list(self.expected), self.document(verdict, exhausted, None))
+                return Decision(
+                    False,
+                    want[0],
+                    list(self.expected),
+                    self.document(None, exhausted, want[1]),
+                    self.progress("crossover", want[0]),
+                )
+        return Decision(
+            True,
+            None,
+            list(self.expected),
+            self.document(verdict, exhausted, None),
+            self.progress("done", None),
+        )
 
     # the crossover ------------------------------------------------------------------------------------
     def refine(self, attempt: Attempt) -> tuple[dict[str, Any], float] | None:
@@ -810,8 +939,9 @@ class _Search:
         refined: list[float | int] = []
         while True:
             own = {float(lv["level"]): lv["tok_s"] for lv in self.levels if lv.get("tok_s")}
+            tried = {float(lv["level"]) for lv in self.levels}
             status, lo, hi, speedup = crossover_bracket(own, self.baseline.tok_s)
-            level = self._refine_next(status, lo, hi, own)
+            level = self._refine_next(status, lo, hi, own, tried)
             stop = self._refine_stop(status, lo, hi) if level is None else self.budget_left()
             self.crossover = {
                 "baseline": self.baseline.name,
@@ -824,24 +954,24 @@ class _Search:
             }
             if level is None or stop:
                 return None
-            pts = self.points(level)
-            docs = [attempt.done_doc(p) for p in pts]
-            self.expected.extend(pts)
-            if not all(docs):
+            todo, done, visited = self.visit(attempt, level, "crossover")
+            self.expected.extend(visited)
+            if todo is not None:
                 self.crossover["stopped"] = None
-                return next(p for p, d in zip(pts, docs, strict=True) if d is None), level
-            done = [d for d in docs if d is not None]
-            label = str(pts[0]["point"])
-            result = attempt.judge(label, done)
-            entry = {"level": self._num(level), "point": label, "role": "crossover", **result}
-            self.levels.append({**entry, "tok_s": tok_s_of(done)})
-            self.time_spent += float(result.get("wall_s") or 0.0)
+                return todo, level
+            self.judged(attempt, level, "crossover", str(visited[0]["point"]), done)
             refined.append(self._num(level))
 
     def _refine_next(
-        self, status: str, lo: float | None, hi: float | None, own: Mapping[float, float]
+        self,
+        status: str,
+        lo: float | None,
+        hi: float | None,
+        own: Mapping[float, float],
+        tried: set[float],
     ) -> float | None:
-        """The next level to measure for the crossover, or None."""
+        """The next level to measure for the crossover, or None. ``own``: the trusted levels' tok/s;
+        ``tried``: every level measured (an untrusted one is not measured again)."""
         assert self.baseline is not None
         base = self.baseline.tok_s
 
@@ -849,19 +979,19 @@ class _Search:
             return self.bound is None or x <= self.bound
 
         if status == "faster throughout":  # can it go where the baseline went, within what it holds?
-            beyond = [x for x in base if x > max(own) and holds(x)]
+            beyond = [x for x in base if x > max(own) and holds(x) and x not in tried]
             return max(beyond) if beyond else None
         if status != "crosses" or lo is None or hi is None:
             return None
         # the baseline's levels inside the bracket (its ends included) first: compared where both measured
-        inside = [x for x in base if lo <= x <= hi and x not in own and holds(x)]
+        inside = [x for x in base if lo <= x <= hi and x not in tried and holds(x)]
         if inside:
             mid = math.sqrt(lo * hi)
             return min(inside, key=lambda x: (abs(math.log(x / mid)), x))
         if self.converged(lo, hi):
             return None
         m = self.mid(lo, hi)
-        return m if lo < m < hi and m not in own else None
+        return m if lo < m < hi and m not in tried else None
 
     def _refine_stop(self, status: str, lo: float | None, hi: float | None) -> str:
         if status != "crosses":
@@ -931,6 +1061,11 @@ class _Search:
                 "exhausted": exhausted,
             },
             "settings": dict(spec.settings),
+            "trust": {
+                "remeasure": spec.remeasure,
+                "remeasured": [lv["level"] for lv in self.levels if lv.get("remeasured")],
+                "untrusted": [lv["level"] for lv in self.levels if lv.get("trusted") is False],
+            },
             "crossover": self.crossover,
             "levels": self.levels,
         }
@@ -950,7 +1085,7 @@ def decide(
     baseline = Baseline.from_attempt(baseline_dir, spec) if spec.crossover else None
     decision = _Search(spec, capacity, identity_hash, baseline).run(attempt)
     if attempt.used:
-        attempt.save()
+        attempt.save(decision.progress)
     return decision
 
 
@@ -976,13 +1111,13 @@ def committed_points(attempt_dir: str, identity_hash: str, spec: SearchSpec) -> 
         if (
             spec.rate != (rate is not None)
             or (spec.rate and conc != spec.cap)
-            or not 0 <= repeat < spec.repeats
+            or not 0 <= repeat < spec.repeats + spec.remeasure
         ):
             continue
         level = rate if spec.rate else conc
         if level is None or not math.isfinite(level) or level <= 0:
             continue
-        for p in resume.level_points(identity_hash, conc, rate, spec.repeats, spec.seed):
+        for p in resume.level_points(identity_hash, conc, rate, spec.repeats + spec.remeasure, spec.seed):
             if p["key"] == name[: -len(".json")] and p["repeat"] == repeat:
                 out.append(p)
     return out

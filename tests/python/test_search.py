@@ -68,8 +68,11 @@ def _drive(
     time_scale: float | None = None,
     tok_s: Callable[[float], float] | None = None,
     baseline: Path | None = None,
+    starved: Callable[[dict[str, Any]], Curve | None] | None = None,
 ) -> search.Decision:
-    """Run the search to its end (or until ``stop_after`` points were measured: a kill), as bench.yml does."""
+    """Run the search to its end (or until ``stop_after`` points were measured: a kill), as bench.yml does.
+    ``starved``: for a point the client self-check flags invalid, the curve its rows follow instead (what a
+    starved client would have seen), else None."""
     spec = search.parse_spec(load)
     assert spec is not None
     cap = search.Capacity.from_args(capacity)
@@ -82,14 +85,17 @@ def _drive(
         point = decision.point
         assert point is not None
         level = point["request_rate"] if point["request_rate"] is not None else point["concurrency"]
-        ttft, itl = curve(float(level))
+        bad = starved(point) if starved is not None else None
+        ttft, itl = (bad or curve)(float(level))
         rng = random.Random(f"{point['key']}")
         scale = time_scale or 1.0
         rows = _rows(requests, ttft * scale, itl * scale, rng, noise=noise)
         meta = {"server_info": {"sglbench_sim": {"time_scale": time_scale}}} if time_scale else {}
-        summary: dict[str, Any] = {"n_err": 0, "valid": True, "client": {"wall_s": 2.0}}
+        summary: dict[str, Any] = {"n_err": 0, "valid": bad is None, "client": {"wall_s": 2.0}}
+        if bad is not None:
+            summary["invalid_reasons"] = ["client send lateness p99 9.0 ms > 5 ms"]
         if tok_s is not None:  # output tok/s as the stand-in reports it (its time scale not undone)
-            true = tok_s(float(level)) / scale
+            true = tok_s(float(level)) / scale * (0.5 if bad is not None else 1.0)
             jitter = random.Random(f"{attempt.name}:{point['key']}:tok_s").gauss(0, noise)
             summary["output_throughput_tok_s"] = true * (1 + jitter)
         resume.commit_point(str(attempt), point, outcome="ok", summary=summary, meta=meta, records=rows)
@@ -135,6 +141,148 @@ def test_a_noisy_monotone_curve_gives_its_limit_within_one_step(tmp_path: Path, 
     assert max(passed) == doc["limit"] and all(
         lv["level"] > doc["limit"] for lv in doc["levels"] if not lv["pass"]
     )
+
+
+# -- points the client self-check flagged invalid ---------------------------------------------------
+def _starved_at(keys: set[str], curve: Curve) -> Callable[[dict[str, Any]], Curve | None]:
+    return lambda point: curve if point["key"] in keys else None
+
+
+def test_a_level_with_invalid_points_is_measured_again_and_judged_on_its_valid_points_only(
+    tmp_path: Path,
+) -> None:
+    # both first repeats of c16 invalid, their rows far beyond the SLO (a starved client's); one of c8's
+    clean = _drive(tmp_path / "clean", _load(max_levels=12), linear_ttft(45.0), SLOTS)
+    measured: list[str] = []
+    d = _drive(
+        tmp_path / "starved",
+        _load(max_levels=12),
+        linear_ttft(45.0),
+        SLOTS,
+        measured=measured,
+        starved=_starved_at({"c16-r0", "c16-r1", "c8-r1"}, lambda _: (9000.0, 20.0)),
+    )
+    doc = d.doc
+    by = {lv["level"]: lv for lv in doc["levels"]}
+    assert [k for k in measured if k.startswith(("c8-", "c16-"))] == [
+        *("c8-r0", "c8-r1", "c8-r2"),  # one invalid point: one re-measure
+        *("c16-r0", "c16-r1", "c16-r2", "c16-r3"),  # two: two
+    ]
+    assert by[16]["trusted"] and by[16]["pass"] and by[16]["points"] == ["c16-r2", "c16-r3"]
+    assert by[16]["remeasured"] == ["c16-r2", "c16-r3"] and len(by[16]["invalid"]) == 2
+    assert by[8]["trusted"] and by[8]["points"] == ["c8-r0", "c8-r2"] and by[8]["remeasured"] == ["c8-r2"]
+    assert by[16]["requests"] == by[4]["requests"]  # the invalid repeats' requests were not judged
+    # the answer is the clean run's: the invalid points changed nothing
+    assert (doc["verdict"], doc["limit"], _levels(d)) == (
+        clean.doc["verdict"],
+        clean.doc["limit"],
+        _levels(clean),
+    )
+    assert doc["trust"] == {"remeasure": 2, "remeasured": [8, 16], "untrusted": []}
+    assert [p["key"] for p in d.expected if p["key"].startswith("c16")] == [f"c16-r{r}" for r in range(4)]
+    state = json.loads((tmp_path / "starved" / search.STATE_FILE).read_text())
+    assert state["progress"]["phase"] == "done" and state["progress"]["committed"]["slo"] == len(measured)
+
+
+def test_a_level_never_measured_valid_is_not_judged_and_the_limit_below_it_is_unresolved(
+    tmp_path: Path,
+) -> None:
+    # every point of c21 invalid, its rows well within the SLO: judged as measured, it would pass
+    every = {f"c21-r{r}" for r in range(4)}
+    measured: list[str] = []
+    d = _drive(
+        tmp_path,
+        _load(max_levels=12),
+        linear_ttft(45.0),
+        SLOTS,
+        measured=measured,
+        starved=_starved_at(every, lambda _: (100.0, 20.0)),
+    )
+    doc = d.doc
+    assert _levels(d) == [1, 2, 4, 8, 16, 32, 24, 20, 22, 21]
+    assert sorted(k for k in measured if k.startswith("c21-")) == sorted(every)  # re-measured, at most 2 more
+    (c21,) = [lv for lv in doc["levels"] if lv["level"] == 21]
+    assert (c21["trusted"], c21["verdict"], c21["pass"]) == (False, "inconclusive", False)
+    assert c21["objectives"]["ttft_ms_p99"]["state"] == "untrusted"
+    assert c21["objectives"]["ttft_ms_p99"]["estimate"] is None and c21["points"] == []
+    # the limit holds on judged levels only; the level above it was never judged: no limit_found
+    assert (doc["verdict"], doc["limit"], doc["next_above"]) == ("unresolved", 20, 21)
+    assert doc["trust"]["untrusted"] == [21]
+    # a replay decides the same from the committed points, measuring nothing
+    again: list[str] = []
+    assert _drive(tmp_path, _load(max_levels=12), linear_ttft(45.0), SLOTS, measured=again).doc == doc
+    assert again == []
+
+
+def test_a_search_killed_while_re_measuring_a_level_measures_nothing_twice(tmp_path: Path) -> None:
+    starved = _starved_at({"c4-r0", "c4-r1"}, lambda _: (9000.0, 20.0))
+    whole = _drive(tmp_path / "whole", _load(max_levels=12), linear_ttft(45.0), SLOTS, starved=starved)
+    first: list[str] = []
+    part = _drive(
+        tmp_path / "k",
+        _load(max_levels=12),
+        linear_ttft(45.0),
+        SLOTS,
+        stop_after=7,
+        measured=first,
+        starved=starved,
+    )
+    assert (
+        first[-3:] == ["c4-r0", "c4-r1", "c4-r2"] and part.point is not None and part.point["key"] == "c4-r3"
+    )
+    state = json.loads((tmp_path / "k" / search.STATE_FILE).read_text())
+    assert state["progress"] == {
+        "phase": "slo",
+        "next_point": "c4-r3",
+        "remeasure": True,
+        "committed": {"slo": 7, "crossover": 0},
+    }
+    second: list[str] = []
+    again = _drive(
+        tmp_path / "k", _load(max_levels=12), linear_ttft(45.0), SLOTS, measured=second, starved=starved
+    )
+    assert second[0] == "c4-r3" and not set(first) & set(second) and again.doc == whole.doc
+
+
+def test_an_untrusted_level_gives_the_crossover_no_throughput_and_is_not_measured_again(
+    tmp_path: Path,
+) -> None:
+    # the speculative config's points at the baseline's level inside the crossover bracket all invalid,
+    # their tok/s halved (a starved client's): they must not place the crossover
+    load = _load(start=4, max_levels=8, slo={"ttft_ms_p99": 1150})
+    base = _baseline_run(tmp_path, load)
+    clean = _drive(tmp_path / "clean", load, linear_ttft(48.0), SPEC_SLOTS, tok_s=spec_tok_s, baseline=base)
+    first_x = clean.doc["crossover"]["levels"][0]
+    every = {f"c{first_x}-r{r}" for r in range(4)}
+    d = _drive(
+        tmp_path / "df",
+        load,
+        linear_ttft(48.0),
+        SPEC_SLOTS,
+        tok_s=spec_tok_s,
+        baseline=base,
+        starved=_starved_at(every, linear_ttft(48.0)),
+    )
+    doc, x = d.doc, d.doc["crossover"]
+    entries = [lv for lv in doc["levels"] if lv["level"] == first_x]
+    assert len(entries) == 1 and entries[0]["trusted"] is False and entries[0]["tok_s"] is None
+    assert d.done and x["status"] == "crosses" and x["stopped"] == "resolved"
+    # its speedup there is interpolated from the trusted levels around it, not the starved tok/s (half)
+    assert x["speedup"][str(first_x)] == pytest.approx(
+        clean.doc["crossover"]["speedup"][str(first_x)], abs=0.1
+    )
+    lo, hi = x["between"]
+    assert lo - 1 <= TRUE_CROSSOVER <= hi + 1
+
+
+def test_the_baselines_throughput_comes_from_its_valid_points_only(tmp_path: Path) -> None:
+    load = _load(start=4, max_levels=8, slo={"ttft_ms_p99": 1150})
+    base = tmp_path / "ar-tp1"
+    starved = _starved_at({"c8-r0", "c8-r1"}, linear_ttft(48.0))  # tok/s halved
+    _drive(base, load, linear_ttft(48.0), SLOTS, tok_s=base_tok_s, noise=0.0, starved=starved)
+    (base / "record.json").write_text(json.dumps({"outcome": "ok"}))
+    tok_s = search.Baseline.from_attempt(str(base), search_spec(load))
+    assert tok_s is not None and tok_s.tok_s[8.0] == pytest.approx(base_tok_s(8), rel=1e-6)
 
 
 def test_the_budget_of_levels_stops_the_bisection_and_says_so(tmp_path: Path) -> None:
@@ -526,7 +674,7 @@ def test_objectives_come_from_the_slo_block_with_the_metric_names_of_the_result_
         ("itl_ms_p99", "upper"),
         ("ttft_ms_p99", "upper"),
     ]
-    assert spec.request_slo.active() == {"tpot_ms": 50.0} and spec.iterations == 16
+    assert spec.request_slo.active() == {"tpot_ms": 50.0} and spec.iterations == 8 * (2 + 2)
 
 
 def test_the_slo_keys_have_one_reading_for_the_search_and_the_deploy_answer() -> None:

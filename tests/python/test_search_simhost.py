@@ -6,17 +6,24 @@ on (closed loop, TTFT p99 and ITL p50 objectives, short requests, two repeats pe
 set up for a short-request service (``MATRIX``: why these numbers) so that the AR/DFlash crossover lies
 inside what both hold:
 
-1. run 1 is SIGKILLed (the ``sglbench run`` process itself) once DFlash, after its own SLO search, has
-   committed the first point of the levels that locate its crossover against the baseline; its
+1. run 1 is SIGKILLed (the ``sglbench run`` process itself) once DFlash's search has committed the first
+   point of its second level (an event every search has, whatever the machine's speed and however many
+   points its first level took: from ``start`` it goes up or down, and a level has ``repeats`` points); its
    process-tree keeper stops the units;
 2. run 2 (same run id) reuses the baseline's finished attempt and finishes DFlash's search: no point
    committed by run 1 is measured again, nothing is moved aside but the interrupted point's partial files,
    and each search's document is the replay of its committed points;
-3. the answer against :mod:`sglbench.sim.truth` (the model in virtual time, no noise): each config's limit
-   within one search step of the true one, the crossover the break-even map computes from the two searches
-   (``sglbench.deploy``) within one step of the model's, in at most 8 levels per config. A step around the
-   crossover is the distance between the two levels it lies between (the search refines them to
-   ``resolution``, 1).
+3. the answer against :mod:`sglbench.sim.truth` (the model in virtual time, no noise), on the product's own
+   terms. A level is judged only on points the client self-check found valid (a busy machine starves the
+   client; the search then measures the level again or leaves it untrusted), so: every judged level was
+   judged on valid points only and its verdict agrees with the model wherever the model is 5 % or more from
+   the SLO; an untrusted level was measured again first and never passed; each config's verdict is the
+   model's (limit within one search step) unless a level it needed stayed untrusted, and then it claims no
+   more than the model allows (a limit no higher than the model's, ``unresolved`` or, for DFlash, short of
+   its slots). Where the search located the crossover from trusted levels, it lies within one step of the
+   model's, and so does the break-even map's (``sglbench.deploy``) when every point around it was valid;
+   where it could not, an untrusted level is why. At most 8 levels per config. A step around the crossover
+   is the distance between the two levels it lies between (the search refines them to ``resolution``, 1).
 
 The figures go to ``build/test-artifacts/search_simhost.json``. The stand-in runs in real time here (time
 scale 1, not the inventory's 0.1): the client and the stand-in share a small machine with other jobs, and
@@ -176,13 +183,16 @@ def test_search_finds_the_models_limits_and_crossover_and_survives_a_sigkill(
     ar_dir, df_dir = run_dir / f"{AR}-tp1", run_dir / f"{DFLASH}-tp1"
     t0 = time.monotonic()
 
-    # 1. SIGKILL of `sglbench run` while DFlash's search locates its crossover (after 4 SLO levels x 2)
+    # 1. SIGKILL of `sglbench run` once DFlash's search has committed the first point of its second level
     log1 = (tmp_path / "run1.log").open("w")
     proc = subprocess.Popen(_cmd(tmp_path), cwd=REPO, env=_env(), stdout=log1, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 900
+    deadline = time.monotonic() + 3000  # bounds a failure only: a loaded machine takes long
+    seen: dict[str, Any] = {}
+    start = f"c{BENCH['search']['start']}-"  # the first level's points: c4-r0, c4-r1, ...
     try:
         while time.monotonic() < deadline and proc.poll() is None:
-            if len(sh.point_files(df_dir / "points", "c*")) >= 9:
+            seen = _progress(df_dir)
+            if any(not p.stem.startswith(start) for p in sh.point_files(df_dir / "points", "c*")):
                 break
             time.sleep(0.2)
     finally:
@@ -192,14 +202,14 @@ def test_search_finds_the_models_limits_and_crossover_and_survives_a_sigkill(
         log1.close()
     first = {p.stem: p.stat().st_mtime_ns for p in sh.point_files(df_dir / "points", "c*")}
     base_first = {p.stem: p.stat().st_mtime_ns for p in sh.point_files(ar_dir / "points", "c*")}
-    assert len(first) >= 9, (tmp_path / "run1.log").read_text()[-3000:]
+    assert any(not k.startswith(start) for k in first), (seen, (tmp_path / "run1.log").read_text()[-3000:])
     assert (ar_dir / "record.json").exists(), "the baseline's attempt had not ended"
     assert not (df_dir / "record.json").exists(), "the kill came too late: DFlash's search had ended"
     t_kill = time.monotonic()
 
     # 2. the same run again: the baseline is reused, DFlash's search ends
     run2 = subprocess.run(
-        _cmd(tmp_path), cwd=REPO, env=_env(), capture_output=True, text=True, timeout=1500, check=False
+        _cmd(tmp_path), cwd=REPO, env=_env(), capture_output=True, text=True, timeout=3000, check=False
     )
     # exit 1 also when a point is invalid (the client self-check on a busy machine); every config must be ok
     assert run2.returncode in (0, 1), run2.stdout[-4000:] + run2.stderr[-2000:]
@@ -220,7 +230,9 @@ def test_search_finds_the_models_limits_and_crossover_and_survives_a_sigkill(
             moved
         )  # no committed point was ever moved aside (only a killed point's rows may be)
     keys = [p["key"] for p in df["resume"]["points"]]
-    assert len(keys) == len(set(keys)) == 2 * len(sd["levels"])
+    assert len(keys) == len(set(keys)) and set(keys) == {
+        p.stem for p in sh.point_files(df_dir / "points", "c*")
+    }
     # the documents are the replay of the committed points: decided again now, they are the same
     for rec, d, doc, base in ((ar, ar_dir, sa, None), (df, df_dir, sd, ar_dir)):
         spec = search.parse_spec(BENCH)
@@ -249,7 +261,7 @@ def test_search_finds_the_models_limits_and_crossover_and_survives_a_sigkill(
     (ans,) = answer.compute(results.load(tmp_path / "results" / RUN_ID))
     (pair,) = [p for p in ans.breakeven.pairs if p.config == DFLASH]
     cross = pair.crossover
-    xdoc = sd["crossover"]
+    xdoc = sd["crossover"] or {}  # none: the baseline had no valid point to compare with
 
     ARTIFACT.parent.mkdir(parents=True, exist_ok=True)
     figures = {
@@ -259,6 +271,8 @@ def test_search_finds_the_models_limits_and_crossover_and_survives_a_sigkill(
         "slo": SLO,
         "seconds": {"run1_until_kill": round(t_kill - t0, 1), "run2": round(t_end - t_kill, 1)},
         "killed_after_points": sorted(first),
+        "killed_at": seen,
+        "trust": {AR: sa["trust"], DFLASH: sd["trust"]},
         "run2_measured": res["measured"],
         AR: {
             "found": {k: sa[k] for k in ("verdict", "limit", "next_above", "step", "bound", "bound_by")},
@@ -279,7 +293,7 @@ def test_search_finds_the_models_limits_and_crossover_and_survives_a_sigkill(
         },
         "speedup": {
             "measured_both": speedup,
-            "search": xdoc["speedup"],
+            "search": xdoc.get("speedup"),
             "true": {c: round(v, 4) for c, v in true_x["speedup"].items()},
         },
         "crossover": {
@@ -290,7 +304,7 @@ def test_search_finds_the_models_limits_and_crossover_and_survives_a_sigkill(
                 "ci_high": cross.estimate.ci_high,
                 "between": cross.between,
             },
-            "search": {k: xdoc[k] for k in ("status", "between", "step", "levels", "stopped")},
+            "search": {k: xdoc.get(k) for k in ("status", "between", "step", "levels", "stopped")},
             "analytic": analytic,
             "analytic_first_below_1": true_x["crossover"],
         },
@@ -299,12 +313,79 @@ def test_search_finds_the_models_limits_and_crossover_and_survives_a_sigkill(
 
     assert len(sa["levels"]) <= 8 and len(sd["levels"]) <= 8
     assert (true_ar["verdict"], true_ar["limit"]) == ("limit_found", 22)
-    assert sa["verdict"] == "limit_found" and abs(sa["limit"] - true_ar["limit"]) <= sa["step"]
     assert (true_df["verdict"], true_df["limit"]) == ("plan_limited", 20)
-    assert (sd["verdict"], sd["limit"], sd["bound_by"]) == ("plan_limited", 20, "max_running_requests")
-    # the crossover: inside what both hold in the model, located by the search to one step, and the
-    # break-even map's estimate within that step of the model's
     assert analytic is not None and 18 < analytic < 19 and true_x["crossover"] == 19
-    assert xdoc["status"] == "crosses" and xdoc["stopped"] == "resolved" and xdoc["step"] == 1
-    assert cross.status == "crosses" and cross.estimate.value is not None
-    assert abs(cross.estimate.value - analytic) <= xdoc["step"]
+    # every judged level was judged on valid points only, and agrees with the model where it is clear
+    for d, doc, model in ((ar_dir, sa, ar_model), (df_dir, sd, df_model)):
+        _check_judged_levels(d, doc, model, load)
+    # each limit: the model's within one step, unless a level it needed stayed untrusted; then no more
+    # than the model allows
+    untrusted = set(sa["trust"]["untrusted"]) | set(sd["trust"]["untrusted"])
+    if sa["verdict"] == "limit_found":
+        assert (
+            sa["next_above"] not in sa["trust"]["untrusted"]
+            and abs(sa["limit"] - true_ar["limit"]) <= sa["step"]
+        )
+    else:
+        assert sa["trust"]["untrusted"] and sa["verdict"] == "unresolved", sa
+        assert sa["limit"] is None or sa["limit"] <= true_ar["limit"] + 1
+    if sd["verdict"] == "plan_limited":
+        assert (sd["limit"], sd["bound_by"]) == (20, "max_running_requests") and 20 not in sd["trust"][
+            "untrusted"
+        ]
+    else:
+        assert sd["trust"]["untrusted"] and (sd["limit"] or 0) < 20, sd
+    # the crossover: located by the search from its trusted levels to one step of the model's, or not
+    # located because a level stayed untrusted
+    if not xdoc:  # no baseline to compare with: not one of its points was valid
+        assert not any(lv["trusted"] for lv in sa["levels"]) and sa["trust"]["untrusted"], sa["trust"]
+    elif xdoc["status"] == "crosses" and xdoc["stopped"] == "resolved":
+        lo, hi = xdoc["between"]
+        assert xdoc["step"] == 1 and lo - xdoc["step"] <= analytic <= hi + xdoc["step"], xdoc
+        # the break-even map's estimate (the summary table's tok/s, every repeat) within that step of the
+        # model's, when every point of both configs at the two levels around it was valid
+        assert cross.status == "crosses" and cross.estimate.value is not None
+        around = [
+            p for d in (ar_dir, df_dir) for lv in (lo, hi) for p in sh.point_files(d / "points", f"c{lv}-r*")
+        ]
+        if all(json.loads(p.read_text())["summary"].get("valid") is not False for p in around):
+            assert abs(cross.estimate.value - analytic) <= xdoc["step"]
+    else:
+        assert untrusted, xdoc
+
+
+def _progress(attempt: Path) -> dict[str, Any]:
+    """Where the attempt's search stands, from its ``search.json`` (empty before its first judgement)."""
+    try:
+        return dict(json.loads((attempt / search.STATE_FILE).read_text()).get("progress") or {})
+    except (OSError, ValueError):
+        return {}
+
+
+def _check_judged_levels(
+    attempt: Path, doc: dict[str, Any], model: truth.ServerModel, load: truth.Workload
+) -> None:
+    """A trusted level was judged on BENCH's repeats of valid points and its verdict is the model's wherever
+    the model's value is 5 % or more from the limit; an untrusted one was not judged and did not pass."""
+    for lv in doc["levels"]:
+        files = {
+            p.stem: json.loads(p.read_text()) for p in sh.point_files(attempt / "points", f"{lv['point']}-r*")
+        }
+        valid = sorted(k for k, f in files.items() if f["summary"].get("valid") is not False)
+        if not lv["trusted"]:
+            assert not lv["pass"] and lv["points"] == [] and len(valid) < BENCH["repeats"], lv
+            assert all(o["state"] == "untrusted" for o in lv["objectives"].values()), lv
+            assert len(files) == BENCH["repeats"] + doc["trust"]["remeasure"], lv  # measured again first
+            continue
+        assert sorted(lv["points"]) == valid and len(valid) == BENCH["repeats"], (lv["points"], valid)
+        assert lv["requests"] == sum(files[k]["summary"]["n_requests"] for k in valid), lv  # theirs only
+        c = int(lv["level"])
+        true = truth.slo_limit(model, load, SLO, levels=[c])["values"].get(c)
+        if not true:
+            continue  # beyond what the model's server holds
+        for name, limit in SLO.items():
+            value, state = true[name], lv["objectives"][name]["state"]
+            if value is not None and value <= 0.95 * limit:
+                assert state != "fail", (lv["point"], name, value, lv["objectives"][name])
+            if value is not None and value >= 1.05 * limit:
+                assert state != "pass", (lv["point"], name, value, lv["objectives"][name])

@@ -1,7 +1,9 @@
 """Why each config's highest load is where it is: one label per series, with the evidence.
 
 Method (also in ``docs/deploy.md``). The label is about the *examined level*: the first level that
-misses a declared SLO (``deploy/slo.py``), else the highest measured level. In this order:
+misses a declared SLO (``deploy/slo.py``) or that the SLO-bounded search left untrusted (not judged: too
+few points the client self-check found valid, even after measuring it again), else the highest measured
+level. In this order:
 
 - **slot-bound**: requests in flight at that level (the concurrency; in open loop the arrival rate x
   mean end-to-end latency, Little's law) reached the server's max running requests (the probe's
@@ -13,9 +15,11 @@ misses a declared SLO (``deploy/slo.py``), else the highest measured level. In t
 - **compute-bound**: neither bound reached, but each request's decode rate (1000 / TPOT p50) fell by
   more than ``COMPUTE_DROP`` from the lowest level: the batch makes every step slower.
 - **slo-bound**: an SLO fails at the examined level and none of the three above holds there.
-- **not reached**: none of them by the highest measured level; the levels stopped first.
+- **not reached**: none of them by the highest measured level (or the untrusted level); the levels
+  stopped first.
 
-``limit_level`` is the highest level that holds: below the first SLO failure, else the highest measured;
+``limit_level`` is the highest level that holds: below the first SLO failure or untrusted level, else the
+highest measured;
 ``next_level`` is the measured level after it (where it stopped holding). The server's own counters
 during a point (queue length, KV usage, retractions from ``/metrics`` and the load endpoint) are not
 sampled yet: ``server_counters`` is null until they are.
@@ -85,32 +89,41 @@ def bounds(series: Series, sizes: Mapping[tuple[str, str, str, str], float]) -> 
 
 
 def _slo_verdict(series: Series) -> tuple[schema.SloVerdict, int | None]:
+    """The SLO walk up the levels, and where it stopped: the first level that misses an SLO or that the
+    search left untrusted (not judged: the walk cannot vouch for it or anything above it)."""
     limits = slo.declared(series)
     failures: list[schema.SloCheck] = []
-    first_fail: int | None = None
+    stop: int | None = None
     unjudged: list[str] = []
     for i, lv in enumerate(series.levels):
-        j = slo.judge(limits, lv, slo.searched_level(series, lv.point)) if limits else None
-        if j is None:
+        if not limits:
             break
+        searched = slo.searched_level(series, lv.point)
+        if slo.untrusted(searched):
+            stop = i
+            break
+        j = slo.judge(limits, lv, searched)
         unjudged = j.unjudged
         if j.met is False:
-            first_fail = i
+            stop = i
             failures = [c for c in j.checks if c.met is False]
             break
     met_up_to = None
-    if limits and first_fail is None:
+    if limits and stop is None:
         met_up_to = series.levels[-1].level
-    elif first_fail:
-        met_up_to = series.levels[first_fail - 1].level
+    elif stop:
+        met_up_to = series.levels[stop - 1].level
+    untrusted, remeasured = slo.trust(series)
     verdict = schema.SloVerdict(
         declared=limits,
         unjudged=unjudged,
         met_up_to=met_up_to,
-        first_failing=series.levels[first_fail].point if first_fail is not None else None,
+        first_failing=series.levels[stop].point if stop is not None and failures else None,
         failures=failures,
+        untrusted=untrusted,
+        remeasured=remeasured,
     )
-    return verdict, first_fail
+    return verdict, stop
 
 
 def _fmt(v: float | None, spec: str = ".1f") -> str:
@@ -169,13 +182,23 @@ def label_series(series: Series, sizes: Mapping[tuple[str, str, str, str], float
             f"{examined.point} (-{(1 - pu1 / pu0) * 100:.0f}%, more than {COMPUTE_DROP:.0%}) while below "
             "the slot and KV bounds"
         )
-    elif first_fail is not None:
+    elif verdict.failures:
         label = SLO
     else:
         label = NOT_REACHED
-        evidence.append(f"no bound reached by the highest measured level ({highest.point})")
+        if first_fail is not None:  # the walk stopped at a level the search left untrusted
+            evidence.append(f"no bound reached by {examined.point}, the first level not judged")
+        else:
+            evidence.append(f"no bound reached by the highest measured level ({highest.point})")
     for c in verdict.failures:
         evidence.append(f"SLO {c.key} <= {c.limit:g} fails at {c.point}: {c.column} = {_fmt(c.value)}")
+    if verdict.untrusted:
+        evidence.append(
+            f"not judged (too few valid points after re-measuring; the SLO holds up to the level below the "
+            f"first): {', '.join(verdict.untrusted)}"
+        )
+    if verdict.remeasured:
+        evidence.append(f"re-measured (invalid points replaced): {', '.join(verdict.remeasured)}")
     if label not in (SLOT, KV):
         evidence.append(_bounds_line(n, b))
     limit_level = verdict.met_up_to if verdict.declared else highest.level

@@ -229,6 +229,11 @@ class SloVerdict:
     met_up_to: float | None  # highest level with every lower level meeting every SLO
     first_failing: str | None
     failures: list[SloCheck]
+    # searched levels the search did not judge: still short of points the client self-check found valid
+    # after re-measuring (the first one stops the SLO walk like a failure: the answer errs low)
+    untrusted: list[str] = field(default_factory=list)
+    # searched levels judged on re-measured points, their invalid ones left out
+    remeasured: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,9 @@ percentile; ``goodput`` a floor on the share of requests meeting the per-request
 
 How a level is judged: where the SLO-bounded search judged it (the record's ``benchmark.search`` lists
 the level), by the search's own verdict per objective, its 95 % bootstrap bound (an inconclusive level
-counts as missed, as in the search); otherwise (a fixed ladder) by the statistic's mean over repeats.
+counts as missed, as in the search); a level the search left *untrusted* (too few points the client
+self-check found valid, even after measuring it again) is judged neither way (``met`` None), and the SLO
+walk of ``deploy/limits.py`` stops there; otherwise (a fixed ladder) by the statistic's mean over repeats.
 ``goodput`` has no column in the point tables, so outside a search it is not judged. Figures are at
 real-world time (the stand-in's time scale undone), the numbers every table shows. A key that is no SLO
 is listed as not judged, never dropped silently; a level where a judged metric was not measured is
@@ -67,6 +69,24 @@ def searched_level(series: Series, point: str) -> Mapping[str, Any] | None:
     return None
 
 
+def untrusted(searched: Mapping[str, Any] | None) -> bool:
+    """Whether the search left this level unjudged: short of valid points after re-measuring."""
+    return searched is not None and searched.get("trusted") is False
+
+
+def trust(series: Series) -> tuple[list[str], list[str]]:
+    """The series' searched levels the search left untrusted, and those it judged on re-measured points
+    (point labels, in level order)."""
+    out: tuple[list[str], list[str]] = ([], [])
+    for lv in series.levels:
+        searched = searched_level(series, lv.point)
+        if untrusted(searched):
+            out[0].append(lv.point)
+        elif searched is not None and searched.get("remeasured"):
+            out[1].append(lv.point)
+    return out
+
+
 def judge(limits: Mapping[str, float], level: Level, searched: Mapping[str, Any] | None = None) -> Judgement:
     """Every declared SLO at ``level``: by the search's verdict where ``searched`` (its entry for this
     level) judged it, else by the level's mean statistic."""
@@ -78,7 +98,7 @@ def judge(limits: Mapping[str, float], level: Level, searched: Mapping[str, Any]
         if isinstance(judged, Mapping):
             state = judged.get("state")
             value = judged.get("estimate")
-            met = None if state is None else state == "pass"
+            met = None if state in (None, search.UNTRUSTED) else state == "pass"
         elif obj.metric is None:  # goodput: judged by a search only
             unjudged.append(obj.name)
             continue

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import recordfactory as rf
 
 from sglbench import results
-from sglbench.deploy import answer, schema
+from sglbench.deploy import answer, schema, slo
 
 FLAT_ITL = {1: 20.0, 2: 20.5, 4: 21.0, 8: 21.5}  # per-request decode rate within 10%
 LINEAR = {1: 50.0, 2: 100.0, 4: 200.0, 8: 400.0}
@@ -112,6 +114,70 @@ def test_a_level_the_search_judged_takes_the_search_verdict_not_the_mean(tmp_pat
     lim = _limit(tmp_path)
     assert lim.slo.first_failing == "c4" and lim.slo.met_up_to == 2.0
     assert lim.slo.failures[0].value == 100.0 and lim.limit_level == 2.0
+
+
+def _searched(path: Path, levels: list[dict[str, object]]) -> None:
+    rec = json.loads(path.read_text())
+    rec["benchmark"]["search"] = {"verdict": "unresolved", "levels": levels}
+    path.write_text(json.dumps(rec))
+
+
+def _passed(level: int, ci_high: float, **extra: object) -> dict[str, object]:
+    judged = {"limit": 150.0, "estimate": ci_high - 10, "ci_low": ci_high - 20, "ci_high": ci_high}
+    return {
+        "level": level,
+        "point": f"c{level}",
+        "role": "slo",
+        "trusted": True,
+        "objectives": {"ttft_ms_p99": {**judged, "state": "pass"}},
+        **extra,
+    }
+
+
+def test_a_level_the_search_left_untrusted_is_not_judged_and_the_limit_stops_below_it(tmp_path: Path) -> None:
+    # c4's points were all invalid (a starved client): the search did not judge it. Its mean TTFT p99
+    # (100 ms) is within 150 ms, and c8 passed, yet the answer must not vouch for c4 or anything above
+    slo = {"ttft_ms_p99": 150.0}
+    path = rf.curve(tmp_path, "ar", LINEAR, itl=FLAT_ITL, ttft={1: 50, 2: 60, 4: 100, 8: 70}, slo=slo)
+    untrusted = {"limit": 150.0, "estimate": None, "ci_low": None, "ci_high": None, "state": "untrusted"}
+    _searched(
+        path,
+        [
+            _passed(1, 60.0),
+            _passed(2, 80.0, remeasured=["c2-r3"]),
+            {
+                "level": 4,
+                "point": "c4",
+                "role": "slo",
+                "trusted": False,
+                "verdict": "inconclusive",
+                "objectives": {"ttft_ms_p99": untrusted},
+            },
+            _passed(8, 100.0),
+        ],
+    )
+    lim = _limit(tmp_path)
+    assert (lim.limit_level, lim.next_level, lim.examined_point) == (2.0, 4.0, "c4")
+    assert lim.slo.met_up_to == 2.0 and lim.slo.first_failing is None and lim.slo.failures == []
+    assert lim.slo.untrusted == ["c4"] and lim.slo.remeasured == ["c2"]
+    assert lim.label == "not reached" and "no bound reached by c4, the first level not judged" in lim.evidence
+    assert any(e.startswith("not judged") and e.endswith(": c4") for e in lim.evidence)
+    assert "re-measured (invalid points replaced): c2" in lim.evidence
+    # the limits document keeps both lists, and reads back
+    (a,) = answer.compute(results.load(tmp_path / "run1"))
+    doc = json.loads(schema.to_json(a.limits))
+    (entry,) = [x for x in doc["limits"] if x["config"] == "ar"]
+    assert entry["slo"]["untrusted"] == ["c4"] and entry["slo"]["remeasured"] == ["c2"]
+
+
+def test_an_untrusted_objective_is_neither_met_nor_missed() -> None:
+    lv: Any = SimpleNamespace(point="c4", metric=lambda column: 100.0)  # its mean would meet the SLO
+    judged = slo.judge(
+        {"ttft_ms_p99": 150.0},
+        lv,
+        {"trusted": False, "objectives": {"ttft_ms_p99": {"state": "untrusted", "estimate": None}}},
+    )
+    assert [c.met for c in judged.checks] == [None] and judged.met is None
 
 
 def test_an_slo_failing_at_the_lowest_level_has_no_limit_level(tmp_path: Path) -> None:
