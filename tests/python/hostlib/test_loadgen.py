@@ -231,7 +231,9 @@ def test_duration_bound_closed_loop_stops_sending():
         result = loadgen.run_campaign(spec)
     recs = result.points[0].records
     assert 2 <= len(recs) < 10**3
-    assert all(r.sent_s is not None and r.sent_s < 0.15 + 0.05 for r in recs)
+    # every send was decided before the deadline, so what it waited for (the answer before) came before
+    # it; when the send itself goes out is the machine's
+    assert all(r.sent_s is not None and r.ready_s < 0.15 for r in recs)
 
 
 def test_wrong_api_key_is_recorded_per_request_not_raised():
@@ -456,7 +458,7 @@ def test_procs_duration_bound_applies_to_every_process():
         )
         pr = loadgen.run_campaign(spec).points[0]
     assert 2 <= len(pr.records) < 10**3
-    assert all(r.sent_s is not None and r.sent_s < 0.15 + 0.05 for r in pr.records)
+    assert all(r.sent_s is not None and r.ready_s < 0.15 for r in pr.records)  # decided before the deadline
     assert {r.idx % 2 for r in pr.records} == {0, 1}  # both processes sent
     assert len({r.idx for r in pr.records}) == len(pr.records)
 

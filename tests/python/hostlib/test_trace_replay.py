@@ -206,9 +206,10 @@ def _null_server_process() -> Iterator[str]:
 
 def test_loopback_replay_keeps_the_schedule(tmp_path):
     """40 req/s for 3 s against the null server: every request in trace order at its scaled time, with its
-    own output length, the bulk sent on time. benchmarks/trace_lateness.py measures the 5 ms p99 figure on
-    a quiet machine; here, beside the other test lanes, a descheduled client may send its slowest requests
-    late, and then its self-check must say so: such a point is never kept as valid."""
+    own output length, none sent before its time. How late the slowest ones go out is the machine's
+    (benchmarks/trace_lateness.py measures the 5 ms p99 figure on a quiet machine; beside other work a
+    descheduled client sends late): what is judged is the self-check's verdict, which never keeps a point
+    valid whose lateness or achieved rate is off, and names the reason when it rejects one."""
     trace = prompts.resolve_prompt_source(f"trace:{_synthetic_trace(tmp_path / 't.jsonl', 200, 80.0)}")
     n, rate = 120, 40.0
     with _null_server_process() as url:
@@ -218,17 +219,26 @@ def test_loopback_replay_keeps_the_schedule(tmp_path):
     assert [r.prompt_id for r in recs] == [p.id for p in trace[:n]]
     assert [r.scheduled_s for r in recs] == pytest.approx(expected.times)
     assert [r.completion_tokens for r in recs] == [p.max_new_tokens for p in trace[:n]]
+    # never ahead of the schedule (the event loop's timers do not fire early)
+    early = [(r.idx, r.sent_s - r.scheduled_s) for r in recs if r.sent_s < r.scheduled_s - 1e-6]
+    assert not early, early
     s = pr.summary
     assert s["n_ok"] == n and s["trace_replay"]["requests"] == n and s["trace_replay"]["rate"] == rate
     assert s["trace_replay"]["speedup"] == pytest.approx(expected.speedup)
     late = s["client"]["send_lateness_ms"]
-    assert late["n"] == n and late["p50"] < metrics.MAX_SEND_LATENESS_P99_MS, late
-    if late["p99"] > metrics.MAX_SEND_LATENESS_P99_MS:
-        assert not s["valid"] and any(r.startswith("send lateness p99") for r in s["invalid_reasons"])
+    assert late["n"] == n
     achieved = s["client"]["achieved_rate"]
+    off_schedule = []
+    if late["p99"] > metrics.MAX_SEND_LATENESS_P99_MS:
+        off_schedule.append("send lateness p99")
     if achieved < metrics.MIN_ACHIEVED_RATE_FRACTION * rate:
-        assert not s["valid"] and any(r.startswith("achieved send rate") for r in s["invalid_reasons"])
-    assert achieved == pytest.approx(rate, rel=0.10)
+        off_schedule.append("achieved send rate")
+    for reason in off_schedule:
+        assert not s["valid"] and any(r.startswith(reason) for r in s["invalid_reasons"]), s[
+            "invalid_reasons"
+        ]
+    if not s["valid"]:  # only the client's self-check may reject it
+        assert set(s["invalid_reasons"]) <= set(s["client"]["reasons"]), s["invalid_reasons"]
 
 
 def test_procs_deal_the_trace_schedule_out(tmp_path):
