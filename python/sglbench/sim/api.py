@@ -217,6 +217,18 @@ def _sse_spaced(obj: object) -> bytes:
 SSE_DONE = b"data: [DONE]\n\n"
 
 
+def _sse_generate(text: str, ids_json: str, meta: dict[str, Any]) -> bytes:
+    """``_sse({"text": text, "output_ids": ids, "meta_info": meta})``, byte for byte, with the ids given
+    already encoded (``ids_json``: their JSON without the brackets): a stream's cumulative ids grow by a
+    few per event, so each is encoded once instead of once per event."""
+    dumps = json.dumps
+    body = (
+        f'{{"text":{dumps(text, ensure_ascii=False)},"output_ids":[{ids_json}],'
+        f'"meta_info":{dumps(meta, separators=(",", ":"), ensure_ascii=False)}}}'
+    )
+    return b"data: " + body.encode("utf-8") + b"\n\n"
+
+
 def _as_int(value: object, name: str, default: int | None) -> int | None:
     if value is None:
         return default
@@ -565,13 +577,14 @@ class SimApp:
             if req.done:
                 return
 
-    def _text_of(self, req: SimRequest) -> str:
-        """Visible text: EOS not shown, cut before a matched stop string."""
+    def _text_of(self, req: SimRequest, memo: textgen.DecodedText | None = None) -> str:
+        """Visible text: EOS not shown, cut before a matched stop string. A stream passes its ``memo`` so
+        each chunk decodes only the new tokens."""
         ids = req.output_ids
+        text = memo.of(ids) if memo is not None else textgen.decode(ids)
         reason = req.finish_reason or {}
         if ids and ids[-1] == req.eos_id and reason.get("type") == "stop":
-            ids = ids[:-1]
-        text = textgen.decode(ids)
+            text = text[: len(text) - len(textgen.decode_token(ids[-1]))]
         matched = reason.get("matched")
         if isinstance(matched, str) and matched in text:
             text = text[: text.find(matched)]
@@ -787,20 +800,24 @@ class SimApp:
         incremental = bool(self.args.incremental_streaming_output)
         sent_ids = 0
         sent_text = ""
+        memo = textgen.DecodedText()
+        ids_json = ""  # the JSON of output_ids[:sent_ids], without brackets
         async for _ in self._updates(req):
             if not req.done and len(req.output_ids) - sent_ids < interval:
                 continue
-            text_now = self._text_of(req)
+            text_now = self._text_of(req, memo)
+            new_ids = req.output_ids[sent_ids:]
             if incremental:
-                obj = {
-                    "text": text_now[len(sent_text) :],
-                    "output_ids": req.output_ids[sent_ids:],
-                    "meta_info": self._meta(req),
-                }
+                event = _sse(
+                    {"text": text_now[len(sent_text) :], "output_ids": new_ids, "meta_info": self._meta(req)}
+                )
             else:
-                obj = {"text": text_now, "output_ids": list(req.output_ids), "meta_info": self._meta(req)}
+                if new_ids:
+                    more = ",".join(map(str, new_ids))
+                    ids_json = f"{ids_json},{more}" if ids_json else more
+                event = _sse_generate(text_now, ids_json, self._meta(req))
             sent_ids, sent_text = len(req.output_ids), text_now
-            yield _sse(obj)
+            yield event
         yield SSE_DONE
 
     def _stream(self, events: AsyncIterator[bytes], req: SimRequest) -> StreamingResponse:
@@ -959,8 +976,9 @@ class SimApp:
     ) -> AsyncIterator[bytes]:
         """A streamed /v1/completions: one chunk per new text, the last one with its finish reason."""
         sent = ""
+        memo = textgen.DecodedText()
         async for _ in self._updates(req):
-            text = self._text_of(req)
+            text = self._text_of(req, memo)
             reason, matched = self._openai_finish(req)
             delta = text[len(sent) :]
             sent = text
@@ -1014,8 +1032,9 @@ class SimApp:
 
         yield chunk({"role": "assistant", "content": ""})
         sent = ""
+        memo = textgen.DecodedText()
         async for _ in self._updates(req):
-            text = self._text_of(req).lstrip()
+            text = self._text_of(req, memo).lstrip()
             delta = text[len(sent) :]
             sent = text
             if delta:

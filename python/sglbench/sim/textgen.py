@@ -14,6 +14,7 @@ output length (before EOS, when ``ignore_eos`` is false) is drawn the same way.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import random
 import re
@@ -300,6 +301,26 @@ def decode(ids: Sequence[int]) -> str:
     return "".join(decode_token(i) for i in ids)
 
 
+class DecodedText:
+    """The text of one request's growing output, each id decoded once: ``of(ids)`` equals
+    ``decode(ids)`` for a list that only ever grows at its end (a request's ``output_ids``), since the
+    text is the concatenation of the tokens' texts."""
+
+    __slots__ = ("_n", "_text")
+
+    def __init__(self) -> None:
+        self._n = 0
+        self._text = ""
+
+    def of(self, ids: Sequence[int]) -> str:
+        if len(ids) < self._n:  # not the list this memo followed: start over
+            self._n, self._text = 0, ""
+        if len(ids) > self._n:
+            self._text += decode(ids[self._n :])
+            self._n = len(ids)
+        return self._text
+
+
 def request_key(prompt_ids: Sequence[int], sampling_seed: object = None) -> str:
     h = hashlib.sha256()
     h.update(repr(sampling_seed).encode())
@@ -336,8 +357,10 @@ def diverges(seed: int, key: str, share: float) -> bool:
     return share > 0 and random.Random(f"{seed}:{key}:diverge").random() < share
 
 
+@functools.lru_cache(maxsize=64)
 def geometric_accept_probability(mean: float, max_len: int) -> float:
-    """Per-draft-token acceptance ``a`` so that E[min(1 + Geom(a), max_len)] = mean (bisection)."""
+    """Per-draft-token acceptance ``a`` so that E[min(1 + Geom(a), max_len)] = mean (bisection; a server
+    asks with the same two numbers for every request, so the answer is kept)."""
     mean = min(max(1.0, mean), float(max_len))
     if max_len <= 1 or mean <= 1.0:
         return 0.0

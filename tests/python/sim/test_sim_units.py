@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from sglbench.sim import gpus, settings, textgen
+from sglbench.sim import api, gpus, settings, textgen
 from sglbench.sim.engine import Engine, SimRequest
 from sglbench.sim.timing import TimingModel
 
@@ -80,6 +80,23 @@ def test_tokenizer_and_generator_are_deterministic() -> None:
     assert g1.next_ids(20) == g2.next_ids(20) and g1.natural_len == g2.natural_len
     assert textgen.Generator(1, "k", 100).next_ids(20) != textgen.Generator(0, "k", 100).next_ids(20)
     assert textgen.decode(g1.next_ids(3)).count(" ") == 3
+
+
+def test_a_stream_encodes_each_token_once_and_sends_the_same_bytes() -> None:
+    """A /generate stream decodes and encodes only the new tokens of each event; every event is still
+    byte for byte what encoding the whole object gives (escapes, non-ASCII text, nested meta)."""
+    gen = textgen.Generator(0, "stream", 100)
+    ids = [*gen.next_ids(40), 7, 151643, 1000]
+    memo = textgen.DecodedText()
+    ids_json = ""
+    meta = {"id": "r", "finish_reason": {"type": "stop", "matched": 'é"\\'}, "e2e_latency": 0.25, "dp": None}
+    for k in (1, 2, 5, 17, len(ids)):
+        assert memo.of(ids[:k]) == textgen.decode(ids[:k])
+        ids_json = ",".join(map(str, ids[:k]))
+        for text in (memo.of(ids[:k]), 'say "☃"\n\u2028'):
+            whole = api._sse({"text": text, "output_ids": ids[:k], "meta_info": meta})
+            assert api._sse_generate(text, ids_json, meta) == whole
+    assert memo.of(ids[:3]) == textgen.decode(ids[:3])  # a shorter list than the last: decoded afresh
 
 
 @pytest.mark.parametrize(("mean", "max_len"), [(6.5, 16), (3.0, 4), (2.0, 12)])
