@@ -89,11 +89,12 @@ while True:
 
 
 def hold_client(
-    name: str, spool: str, spooled: Collection[str], unfinished: str, timeout: float = 400
+    name: str, spool: str, spooled: Collection[str], unfinished: str, timeout: float = 1500
 ) -> dict[str, Any]:
     """Stop the benchmark client of sim host ``name`` once the spool directory ``spool`` (a glob) holds the
     points ``spooled`` and not ``unfinished``. Returns ``holder`` (its bench lock line), ``points`` (every
-    spooled point as the spool had it then, by key) and ``stopped`` (the pids)."""
+    spooled point as the spool had it then, by key) and ``stopped`` (the pids). ``timeout`` only bounds a
+    failure (a campaign that never gets there), sized for a 2-core machine under heavy load."""
     done = sh.host(
         name,
         *("python3", "-c", _WATCHER, host_guard.lock_path(), spool, json.dumps(sorted(spooled)), unfinished),

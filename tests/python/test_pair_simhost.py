@@ -79,12 +79,11 @@ def test_one_host_killed_mid_point_the_other_completes(pair: dict[str, str], tmp
     lock_files = [locks / lock.lock_name(name) for name in NAMES.values()]
     proc = sh.start(argv, pair["simhost-a"], log)
     try:
-        sh.wait_for(lambda: f"simhost-b: [1/2] TP1 {CUT} benchmark" in log.read_text(), 600, "b's point", log)
-        hold_client(pair["simhost-b"], f"/run/sglbench/spool/*-{CUT}", [], "c1-r0")
+        hold_client(pair["simhost-b"], f"/run/sglbench/spool/*-{CUT}", [], "c1-r0")  # b's first point
         held = [not lock.probe_free(f) for f in lock_files]
         killed = subprocess.run(["podman", "kill", pair["simhost-b"]], env=sh.env(pair["simhost-b"]))
         assert killed.returncode == 0
-        code = proc.wait(900)
+        code = proc.wait(1500)  # bounds a failure only
     finally:
         if proc.poll() is None:
             proc.kill()
