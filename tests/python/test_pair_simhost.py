@@ -3,9 +3,10 @@
 Two sim host containers of this test's own, in a copy of ``inventory/simpair`` that differs only in the
 container names (its group_vars are the real ones, by symlink). ``sglbench run`` takes one lock per host
 and runs both in parallel; when host b reaches the benchmark phase of its first config, its container is
-killed like a power loss (``podman kill``: UNREACHABLE). Host a must go on and record both configs; the
-run exits 2 naming b, stays resumable, and ``sglbench summarize`` lists both hosts, marks b as dropped out
-and shows its cut attempt as not valid.
+killed like a power loss (``podman kill``: UNREACHABLE), its client held inside the point first
+(tests/python/client_hold.py) so that the kill lands while it is measured however slow the machine. Host a
+must go on and record both configs; the run exits 2 naming b, stays resumable, and ``sglbench summarize``
+lists both hosts, marks b as dropped out and shows its cut attempt as not valid.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import pandas as pd
 import pytest
 import simhost_util as sh
 import yaml
+from client_hold import hold_client
 
 from sglbench import lock
 
@@ -39,7 +41,7 @@ MATRIX = [
         "args": {"max_running_requests": 16, "context_length": 8192},
     },
 ]
-# One point per config, long enough for the kill to land while it is measured.
+# One point per config, long enough for the watcher holding b's client (a look every 50 ms) to catch.
 LOAD = sh.LOAD | {"repeats": 1, "duration_s": 4}
 CUT = "qwen3-8b-ar-tp1"
 
@@ -77,11 +79,11 @@ def test_one_host_killed_mid_point_the_other_completes(pair: dict[str, str], tmp
     lock_files = [locks / lock.lock_name(name) for name in NAMES.values()]
     proc = sh.start(argv, pair["simhost-a"], log)
     try:
-        sh.wait_for(lambda: f"simhost-b: [1/2] TP1 {CUT} benchmark" in log.read_text(), 600, "b's point", log)
+        hold_client(pair["simhost-b"], f"/run/sglbench/spool/*-{CUT}", [], "c1-r0")  # b's first point
         held = [not lock.probe_free(f) for f in lock_files]
         killed = subprocess.run(["podman", "kill", pair["simhost-b"]], env=sh.env(pair["simhost-b"]))
         assert killed.returncode == 0
-        code = proc.wait(900)
+        code = proc.wait(1500)  # bounds a failure only
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -460,8 +460,12 @@ def test_wait_never_merges_into_a_live_campaign(tmp_path: Path) -> None:
     try:
 
         def release_soon() -> None:
-            time.sleep(1.0)
-            owner.stdin.close()  # type: ignore[union-attr]  # A ends: marks its run finished, unlocks
+            # once B says it waits for the host (whatever the machine's speed), A ends: marks its run
+            # finished, unlocks
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and not any("waiting up to" in line for line in lines):
+                time.sleep(0.05)
+            owner.stdin.close()  # type: ignore[union-attr]
 
         t = threading.Thread(target=release_soon)
         t.start()

@@ -6,6 +6,11 @@ listener is stopped and every sshd session process is killed (the campaign's con
 way a network cut or an sshd restart ends a real connection. The benchmark client on the host outlives
 its connection, as a real one does.
 
+The cut lands inside the second point whatever the machine's speed: once the first point is spooled and
+the second is not, a watcher inside the host stops the client (tests/python/client_hold.py), which then
+cannot finish its point; it stays stopped until the host guard (or the stop phase) ends it, as it would
+end a client still sending load.
+
 The ladder's points are one host call, which keeps each finished point in the host's spool
 (python/sglbench/hostlib/point_spool.py) until the controller has committed it.
 
@@ -33,18 +38,17 @@ from typing import Any
 
 import pytest
 import simhost_util as sh
+from client_hold import hold_client
 
 from sglbench import lock, runner
 
 NAME = f"sglbench-simhost-ssh-{os.getpid()}"
 INSTANCE = "qwen3-8b-ar-tp1"
 KEYS = ["c1-r0", "c1-r1"]
-# Points long enough that the rerun (sshd back, a fresh connection, the module's start-up: several seconds
-# on a loaded 2-core machine) reaches the host while the cut-off client still sends load.
-LONG = sh.LOAD | {"duration_s": 15}
-# Points that outlast the few seconds it takes to see the second point start and cut the connection (each
-# look is a podman exec: a second or more on a loaded 2-core machine).
-SHORT = sh.LOAD | {"duration_s": 10}
+# Points that outlast the watcher's reaction (a look every 50 ms from inside the host) by far; the cut
+# itself waits for nothing, the client being stopped.
+LOAD = sh.LOAD | {"duration_s": 6}
+SPOOL = f"/run/sglbench/spool/*-{INSTANCE}"
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +60,7 @@ class Campaign:
     def __init__(self, tmp: Path) -> None:
         self.results, self.locks, self.tmp, self.n = tmp / "results", tmp / "locks", tmp, 0
 
-    def start(self, load: dict[str, Any] = SHORT) -> tuple[subprocess.Popen[str], Path]:
+    def start(self, load: dict[str, Any] = LOAD) -> tuple[subprocess.Popen[str], Path]:
         self.n += 1
         log = self.tmp / f"run{self.n}.log"
         return sh.start(sh.run_argv(NAME, self.results, self.locks, load=load), NAME, log), log
@@ -74,11 +78,6 @@ class Campaign:
             return {p.stem for p in sh.point_files(self.points(log), "c*")}
         except AssertionError:
             return set()
-
-
-def _holder(name: str) -> dict[str, Any] | None:
-    lines = sh.bench_clients(name)
-    return json.loads(lines[0]) if lines else None
 
 
 def _cut_connections(name: str) -> list[str]:
@@ -106,21 +105,11 @@ def _spooled(name: str) -> dict[str, dict[str, Any]]:
     return {d["key"]: d["point"] for d in docs}
 
 
-def _second_point_running(c: Campaign, log: Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Wait until the host spooled c1-r0 (and not yet c1-r1) and the client holds the bench lock: that
-    holder and c1-r0's summary, as seen together (the call may commit and clear its spool soon after)."""
-    seen: dict[str, dict[str, Any]] = {}
-
-    def second_point_running() -> bool:
-        spool, holder = _spooled(NAME), _holder(NAME)
-        if "c1-r0" in spool and "c1-r1" not in spool and holder is not None:
-            seen.update(holder=holder, before=spool["c1-r0"]["summary"])
-            return True
-        return False
-
-    sh.wait_for(second_point_running, 400, "point c1-r1", log)
-    time.sleep(1.0)  # inside the point
-    return seen["holder"], seen["before"]
+def _second_point_held() -> tuple[dict[str, Any], dict[str, Any]]:
+    """Stop the client inside point c1-r1 (client_hold): its holder line and c1-r0's summary as the
+    spool had them then."""
+    seen = hold_client(NAME, SPOOL, ["c1-r0"], "c1-r1")
+    return seen["holder"], seen["points"]["c1-r0"]["summary"]
 
 
 def _record(run: Path) -> dict[str, Any]:
@@ -140,9 +129,9 @@ def _meta(run: Path) -> dict[str, Any]:
 @pytest.mark.simhost
 def test_a_connection_cut_mid_point_is_retried_and_the_point_measured_again(sim: str, tmp_path: Path) -> None:
     c = Campaign(tmp_path)
-    proc, log = c.start(LONG)
+    proc, log = c.start()
     try:
-        cut_client, before = _second_point_running(c, log)
+        cut_client, before = _second_point_held()
         cut_at = time.time()
         _cut_connections(NAME)
         time.sleep(2.0)  # inside the retry window
@@ -162,18 +151,14 @@ def test_a_connection_cut_mid_point_is_retried_and_the_point_measured_again(sim:
     # the point finished before the cut is committed as the cut-off call measured it (from the spool)
     assert json.loads((c.points(log) / "c1-r0.json").read_text())["summary"]["t0_unix"] == before["t0_unix"]
     assert before["t0_unix"] < cut_at
-    # the cut point was measured again by a new client. The cut-off client is gone either way: the
-    # rerun's host guard ended it (and says so), or it had already ended by itself when its SSH session
-    # died (a race the campaign does not control; then there is nothing to end and nothing is claimed).
+    # the cut point was measured again by a new client, after the rerun's host guard ended the cut-off one
+    # (held mid-point, it could neither finish nor end by itself) and said so
     redone = json.loads((c.points(log) / "c1-r1.json").read_text())
     assert redone["outcome"] == "ok", redone["summary"]
     ended = redone["summary"].get("ended_client")
-    if ended is not None:
-        assert ended["pid"] == cut_client["pid"], redone["summary"]
-        assert "connection to the controller was lost" in ended["reason"]
-        assert rec["benchmark"]["points"][1]["ended_client"]["pid"] == cut_client["pid"]  # in the record too
-    else:
-        assert not rec["benchmark"]["points"][1].get("ended_client")
+    assert ended is not None and ended["pid"] == cut_client["pid"], redone["summary"]
+    assert "connection to the controller was lost" in ended["reason"]
+    assert rec["benchmark"]["points"][1]["ended_client"]["pid"] == cut_client["pid"]  # in the record too
     assert not _alive(NAME, cut_client["pid"])
     rows = [json.loads(ln) for ln in (c.points(log) / "c1-r1.requests.jsonl").read_text().splitlines()]
     assert rows and min(r["t0_unix"] for r in rows) > cut_at  # nothing the cut-off client measured
@@ -189,7 +174,7 @@ def test_a_connection_down_past_the_retries_stops_cleanly_and_the_next_run_resum
     c = Campaign(tmp_path)
     proc, log = c.start()
     try:
-        _, before = _second_point_running(c, log)
+        _, before = _second_point_held()
         _cut_connections(NAME)
         code = proc.wait(600)  # sshd stays down: every retry is refused
     finally:

@@ -149,6 +149,8 @@ class Engine:
         self._clock = 0.0
         self._task: asyncio.Task[None] | None = None
         self.on_finish: Callable[[SimRequest], None] | None = None
+        self.on_request: Callable[[int], None] | None = None  # told the count at each non-health request
+        self.requests = 0
         self.meter: StepMeter = _NoMeter()
         # statistics
         self.decode_steps = 0
@@ -170,6 +172,10 @@ class Engine:
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     def submit(self, req: SimRequest) -> None:
+        if not req.is_health:
+            self.requests += 1
+            if self.on_request is not None:
+                self.on_request(self.requests)
         self.waiting.append(req)
         self._wake.set()
 

@@ -35,18 +35,27 @@ sequence number at both ends). The ``nvidia-smi`` stand-in reads the records of 
 interval of the energy and busy time (``CLOCK_MONOTONIC`` is one clock for every process). A GPU no
 server publishes for draws ``idle_w``.
 
+**Ledger** (``SGLBENCH_SIM_POWER_LEDGER=1``): the meter also appends every published change as a line
+``<wall time> <cumulative energy J per GPU>`` to ``<SGLBENCH_SIM_STATE_DIR>/power/<pid>.ledger``, and a last
+one when the server exits; the file stays. Between two lines the power is the first change's, so
+:func:`ledger_energy` (linear between lines) gives the energy the meter accounted over any window within
+the server's life: the server-side truth a campaign's sampled telemetry is held to, however busy the
+machine (a late step or a starved client changes what the GPUs drew, and the ledger with it).
+
 :func:`expected_energy_per_output_token` is the model's own J/token for a request served alone (a
 steady point at concurrency 1), what a campaign's measured energy per token is compared with.
 """
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import os
 import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from sglbench.hostlib import gpus as hostlib_gpus
 from sglbench.sim import gpus
@@ -156,6 +165,33 @@ def board_dir(state_dir: str) -> str:
     return os.path.join(state_dir, "power")
 
 
+LEDGER_SUFFIX = ".ledger"
+
+
+def read_ledger(text: str) -> list[tuple[float, float]]:
+    """The (wall time, cumulative energy J per GPU) lines of a ledger, in order (a last line without its
+    newline, torn, dropped)."""
+    out = []
+    for line in text.split("\n")[:-1]:
+        parts = line.split()
+        if len(parts) == 2:
+            with contextlib.suppress(ValueError):
+                out.append((float(parts[0]), float(parts[1])))
+    return out
+
+
+def ledger_energy(entries: list[tuple[float, float]], t: float) -> float:
+    """Cumulative energy (J per GPU) at wall time ``t`` by a ledger's lines, linear between two of them;
+    ValueError outside the ledger's span."""
+    if not entries or not entries[0][0] <= t <= entries[-1][0]:
+        raise ValueError(f"{t} is outside the ledger ({entries[0][0] if entries else None} ..)")
+    i = bisect.bisect_right([e[0] for e in entries], t)
+    if i >= len(entries):
+        return entries[-1][1]
+    (t0, e0), (t1, e1) = entries[i - 1], entries[i]
+    return e0 if t1 <= t0 else e0 + (e1 - e0) * (t - t0) / (t1 - t0)
+
+
 @dataclass(frozen=True)
 class Board:
     """One serving process's published state."""
@@ -201,6 +237,7 @@ class Meter:
         gpu_ids: list[int],
         state_dir: str | None,
         clock: Callable[[], float] | None = None,
+        ledger: bool = False,
     ) -> None:
         self.fig = fig
         self.gpu_ids = list(gpu_ids)[:MAX_GPUS]
@@ -215,11 +252,12 @@ class Meter:
         self.seq = 0
         self.path: str | None = None
         self._fd: int | None = None
+        self._ledger: Any = None
         if state_dir:
-            self._open(state_dir)
+            self._open(state_dir, ledger)
         self._publish()
 
-    def _open(self, state_dir: str) -> None:
+    def _open(self, state_dir: str, ledger: bool) -> None:
         directory = board_dir(state_dir)
         try:
             os.makedirs(directory, exist_ok=True)
@@ -229,6 +267,16 @@ class Meter:
             self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
         except OSError:
             self.path, self._fd = None, None
+        if ledger:
+            with contextlib.suppress(OSError):
+                self._ledger = open(os.path.join(directory, f"{os.getpid()}{LEDGER_SUFFIX}"), "w")  # noqa: SIM115
+
+    def _record(self) -> None:
+        """A ledger line for the account as it stands (the meter's clock is CLOCK_MONOTONIC: its instant
+        is written as wall time)."""
+        if self._ledger is not None:
+            wall = self.t + (time.time() - time.monotonic())
+            self._ledger.write(f"{wall!r} {self.energy_j!r}\n")
 
     def set_throttle(self, start_mono: float, duration_s: float, kind: str) -> None:
         bit, factor = THROTTLE_BITS[kind]
@@ -267,8 +315,11 @@ class Meter:
         self.power_w = self.fig.idle_w
         self.busy_until = now
         self._publish()
+        if self._ledger is not None:
+            self._ledger.flush()
 
     def _publish(self) -> None:
+        self._record()
         if self._fd is None:
             return
         self.seq += 1
@@ -298,6 +349,14 @@ class Meter:
             self.close()
 
     def close(self) -> None:
+        ledger, self._ledger = self._ledger, None
+        if ledger is not None:
+            with contextlib.suppress(OSError, ValueError):
+                self._ledger = ledger
+                self._advance(cap=True)  # the account up to the end
+                self._record()
+                ledger.close()
+            self._ledger = None
         fd, self._fd = self._fd, None
         if fd is not None:
             with contextlib.suppress(OSError):

@@ -809,7 +809,9 @@ class SimServer:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._request_stop, sig, stop, stop_signal)
         engine = self._engine(plan, kind)
-        self.meter = power.Meter(power.figures(kind), self.gpu_ids, self.settings.state_dir)
+        self.meter = power.Meter(
+            power.figures(kind), self.gpu_ids, self.settings.state_dir, ledger=self.settings.power_ledger
+        )
         engine.meter = self.meter
         app = api.SimApp(
             self.args,
@@ -924,9 +926,17 @@ class SimServer:
             peer = f"127.0.0.1:{40000 + os.getpid() % 20000}"
             self.log(f'INFO:     {peer} - "POST {sglang_facts.GENERATE} HTTP/1.1" 200 OK')
         app.ready = True
-        throttle = self.settings.throttle
-        if throttle is not None and self.meter is not None:
-            self.meter.set_throttle(time.monotonic() + throttle.offset_s, throttle.duration_s, throttle.kind)
+        throttle, meter = self.settings.throttle, self.meter
+        if throttle is not None and meter is not None:
+
+            def episode() -> None:
+                meter.set_throttle(time.monotonic() + throttle.offset_s, throttle.duration_s, throttle.kind)
+
+            nth = self.settings.throttle_from_request
+            if nth:
+                app.engine.on_request = lambda n: episode() if n == nth else None
+            else:
+                episode()
         self.log("The server is fired up and ready to roll!")
 
     def _shut_down(self, server: asyncio.Server, sigterm: bool) -> None:

@@ -146,6 +146,20 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
         "the server's GPUs (sglbench/sim/power.py).",
     ),
     (
+        "SGLBENCH_SIM_THROTTLE_FROM",
+        "ready",
+        "What SGLBENCH_SIM_THROTTLE's OFFSET counts from: ready (the server is ready), request (its first "
+        "generation request, health probes aside) or request:N (its N-th): a request of a campaign's point, "
+        "however long the campaign took to get there.",
+    ),
+    (
+        "SGLBENCH_SIM_POWER_LEDGER",
+        "0",
+        "1: the power meter also appends its account (wall time, cumulative energy per GPU) at every change "
+        "to <state dir>/power/<pid>.ledger, kept after the server exits: the energy the GPUs drew over any "
+        "window, for tests to hold the sampled telemetry to (sglbench/sim/power.py).",
+    ),
+    (
         "SGLBENCH_SIM_DIVERGE",
         "(unset)",
         "Fault: speculative configs stop being lossless. SHARE[:POSITION]: that share (0-1) of speculative "
@@ -188,6 +202,17 @@ def default_state_dir() -> str:
 
 
 THROTTLE_KINDS = ("power", "thermal")
+
+
+def _throttle_from(env: Mapping[str, str]) -> int:
+    """SGLBENCH_SIM_THROTTLE_FROM as the generation request the episode's offset counts from (0: ready)."""
+    raw = (_get(env, "SGLBENCH_SIM_THROTTLE_FROM") or "ready").lower()
+    if raw == "ready":
+        return 0
+    kind, _, n = raw.partition(":")
+    if kind == "request" and (not n or (n.isdigit() and int(n) >= 1)):
+        return int(n or 1)
+    raise SimSettingsError(f"SGLBENCH_SIM_THROTTLE_FROM={raw!r} must be ready, request or request:N (N >= 1)")
 
 
 @dataclass(frozen=True)
@@ -274,6 +299,8 @@ class SimSettings:
     prefill_tokens_per_s: float | None = None
     throttle: Throttle | None = None
     diverge: Diverge | None = None
+    throttle_from_request: int = 0  # 0: the throttle's offset counts from ready, N: from the N-th request
+    power_ledger: bool = False
 
     def scaled(self, seconds: float) -> float:
         """Real seconds to wait for ``seconds`` of simulated time."""
@@ -398,4 +425,6 @@ def load_settings(env: Mapping[str, str] | None = None) -> SimSettings:
         prefill_tokens_per_s=_float(env, "SGLBENCH_SIM_PREFILL_TOKENS_PER_S", None, lo=1.0),
         throttle=_throttle(env),
         diverge=_diverge(env),
+        throttle_from_request=_throttle_from(env),
+        power_ledger=_bool(env, "SGLBENCH_SIM_POWER_LEDGER"),
     )
