@@ -38,6 +38,7 @@ from sglbench.hostlib import server_api, sglang_logs
 PROMPT = "The quick brown fox jumps over the lazy dog."
 LONG_TEXT = "fox jumps " * 1500  # longer than the context in any tokenizer
 LONG_IDS = [5] * (CONTEXT + 52)
+ABORTED = "sglang:num_aborted_requests_total"  # appears with the first abort
 
 
 @pytest.fixture(scope="module", params=[pytest.param("real", marks=pytest.mark.real), "stand-in"])
@@ -379,10 +380,16 @@ def test_metrics(server: Server) -> None:
     )
     next(s.iter_lines())
     s.close()
-    time.sleep(2.0)
-    r = server.get("/metrics")
-    assert r.status_code == 200
-    fams = metrics_families(r.text)
+    # The server counts the abort once it notices the client gone: polled (a busy machine notices later),
+    # the bound only ends the wait; a family still missing then is reported by the check below.
+    deadline = time.monotonic() + 120
+    while True:
+        r = server.get("/metrics")
+        assert r.status_code == 200
+        fams = metrics_families(r.text)
+        if ABORTED in fams or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
     assert all(name.startswith("sglang:") for name in fams)
 
     def real_has_at_least(recorded: dict, seen: dict) -> bool:
@@ -419,7 +426,7 @@ def test_startup_log(server: Server) -> None:
         "/generate", {"text": PROMPT, "sampling_params": {"max_new_tokens": 48, "ignore_eos": True}}
     )
     assert r.status_code == 200
-    server.wait_log("Decode batch", timeout=10)
+    server.wait_log("Decode batch")
     text = server.log_text()
     lines = text.splitlines()
     shapes = {name: log_shape(first(lines, pattern)) for name, pattern in LOG_LINES.items()}
@@ -448,7 +455,7 @@ def test_sigterm_stops_the_process_tree(server: Server) -> None:
     observed = {
         "subprocesses": names,
         "launcher_exit_code": code,
-        f"group_gone_within_{int(STOP_WITHIN)}s": gone,
+        "group_gone": gone,
         "log_says": said,
     }
     check(server.side, "shutdown.sigterm", observed)

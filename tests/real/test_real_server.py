@@ -422,7 +422,7 @@ def test_log_lines(server: Server) -> None:
         server, "/generate", {"text": PROMPT, "sampling_params": {"max_new_tokens": 48, "ignore_eos": True}}
     )
     assert r.status_code == 200
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 120  # the line is written soon after; the bound only ends a wait in vain
     while "Decode batch" not in server.log.read_text(errors="replace") and time.monotonic() < deadline:
         time.sleep(0.2)
     lines = server.log.read_text(errors="replace").splitlines()
@@ -450,7 +450,7 @@ def test_sigterm_to_the_launcher_stops_the_process_tree(server: Server) -> None:
     stopped = round(time.monotonic() - t0, 1)
     server.timings["stop_seconds"] = stopped
     assert not left, f"still running {STOP_WITHIN} s after SIGTERM: {left}"
-    rc = server.proc.wait(timeout=30)  # serve.sh ends with the server's exit code
+    rc = server.proc.wait(timeout=120)  # serve.sh ends with the server's exit code
     # The launcher's last words, timestamps and pids masked.
     said = [
         re.sub(r"\d{3,}", "N", re.sub(r"^\[[^]]*\] ", "", ln))
