@@ -3,7 +3,7 @@
 # --max-total-tokens 16384 is a default here: without it the CPU engine sizes the KV cache from the
 # machine's free RAM (31M tokens, 15 GB, 19 s to zero it, ~19 GB RSS). EXTRA args come last and win.
 #
-#   scripts/real-sglang/serve.sh [--port 30000] [--model tiny-qwen2|DIR] [--timeout 240]
+#   scripts/real-sglang/serve.sh [--port 30000] [--model tiny-qwen2|DIR] [--timeout 900]
 #                                [--log FILE] [--grace 20] [-- EXTRA SGLANG ARGS...]
 #
 # Runs in the foreground. Once the server answers, prints one line on stdout:
@@ -23,7 +23,7 @@ ROOT="${SGLBENCH_REAL_SGLANG_HOME:-/var/cache/sglbench/real-sglang-$VERSION}"
 
 port=30000
 model=tiny-qwen2
-timeout=240
+timeout=900
 grace=20
 log=""
 extra=()
@@ -100,7 +100,7 @@ while time.monotonic() < deadline:
         fired = "The server is fired up and ready to roll" in f.read()
     if fired:
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as r:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=30) as r:
                 if r.status == 200:
                     sys.exit(0)
         except OSError:

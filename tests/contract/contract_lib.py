@@ -33,6 +33,7 @@ from typing import Any
 import pytest
 import requests
 
+import real_sglang
 from real_sglang import CONTEXT_LENGTH as CONTEXT  # noqa: F401
 from real_sglang import (  # noqa: F401 - the real server's facts, re-exported for the contract tests
     HAVE_ENV,
@@ -70,6 +71,7 @@ SERVE_FLAGS = [
     "16384",
 ]
 STAND_IN_TIME_SCALE = "0.01"
+STAND_IN_READY_TIMEOUT = 300.0  # a failure bound, as READY_TIMEOUT: ~2 s quiet
 SIDES = ("real", "stand-in")
 
 
@@ -119,6 +121,9 @@ class Server:
     log: Path
     proc: subprocess.Popen[str]  # serve.sh (real) or the launcher itself (stand-in)
     exit_code: int | None = None
+    started: real_sglang.Started | None = None  # the real side: what serve.sh started
+    shared: bool = False  # the session's shared real server (real_sglang.shared_server): stopped once
+    stopped: real_sglang.Stopped | None = None
 
     def get(self, path: str, **kw: Any) -> requests.Response:
         return requests.get(self.url + path, timeout=120, **kw)
@@ -129,7 +134,7 @@ class Server:
     def log_text(self) -> str:
         return self.log.read_text(errors="replace")
 
-    def wait_log(self, needle: str, timeout: float = 15.0) -> bool:
+    def wait_log(self, needle: str, timeout: float = 120.0) -> bool:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if needle in self.log_text():
@@ -143,8 +148,21 @@ class Server:
             self.exit_code = self.proc.wait(timeout=timeout)
         return self.exit_code
 
+    def sigterm(self) -> real_sglang.Stopped:
+        """SIGTERM to the launcher and what followed (the shared real server's is taken once)."""
+        if self.started is not None:
+            return self.started.sigterm()
+        if self.stopped is None:
+            self.stopped = real_sglang.sigterm_group(self.pid, self.proc)
+        return self.stopped
+
     def stop(self) -> None:
-        """Whatever is left goes (the fixture's finaliser)."""
+        """Whatever is left goes (the fixture's finaliser); the shared server is left to its session."""
+        if self.shared:
+            return
+        if self.started is not None:
+            self.started.stop()
+            return
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -158,22 +176,15 @@ class Server:
 
 
 def start_real(log: Path, extra: list[str]) -> Server:
+    """A real server with serve.sh's flags plus ``extra``; without extra flags, the session's shared one."""
     need_real_env()
-    proc = subprocess.Popen(
-        serve_command(free_port(), log, extra),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    line = read_line(proc, READY_TIMEOUT + 30)
-    if not line.startswith("READY"):
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        err = proc.stderr.read() if proc.stderr else ""
-        pytest.fail(f"real SGLang did not get ready: {line!r}\n{err[-3000:]}")
-    fields = dict(kv.split("=", 1) for kv in line.split()[1:])
-    return Server("real", fields["url"], int(fields["pid"]), log, proc)
+    try:
+        started = real_sglang.shared_server() if not extra else real_sglang.start(log, extra)
+    except real_sglang.NotReady as err:
+        pytest.fail(str(err))
+    srv = Server("real", started.url, started.pid, started.log, started.proc, started=started)
+    srv.shared = not extra
+    return srv
 
 
 def start_stand_in(log: Path, extra: list[str], state_dir: Path, env: dict[str, str] | None = None) -> Server:
@@ -202,7 +213,7 @@ def start_stand_in(log: Path, extra: list[str], state_dir: Path, env: dict[str, 
     )
     handle.close()
     srv = Server("stand-in", f"http://127.0.0.1:{port}", proc.pid, log, proc)
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + STAND_IN_READY_TIMEOUT
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             pytest.fail(
@@ -214,7 +225,8 @@ def start_stand_in(log: Path, extra: list[str], state_dir: Path, env: dict[str, 
                     return srv
         time.sleep(0.05)
     srv.stop()
-    pytest.fail(f"the stand-in was not ready within 60 s:\n{srv.log_text()[-3000:]}")
+    waited = f"{STAND_IN_READY_TIMEOUT:.0f} s"
+    pytest.fail(f"the stand-in was not ready within {waited}:\n{srv.log_text()[-3000:]}")
     raise AssertionError("unreachable")
 
 
@@ -222,11 +234,11 @@ def start(side: str, log: Path, extra: list[str], state_dir: Path) -> Server:
     return start_real(log, extra) if side == "real" else start_stand_in(log, extra, state_dir)
 
 
-def launch_command(side: str, args: list[str], state_dir: Path, timeout: float = 300) -> tuple[int, str, str]:
+def launch_command(side: str, args: list[str], state_dir: Path, timeout: float = 900) -> tuple[int, str, str]:
     """Run ``python -m sglang.launch_server ARGS`` of one side to its exit: (code, stdout, stderr).
 
     The real release imports torch and its kernels before argparse answers: ~5 s on a quiet machine,
-    over 120 s on a loaded 2-core one, hence the generous bound."""
+    over 120 s on a loaded 2-core one; the bound only ends a hung run, hence generous."""
     if side == "real":
         need_real_env()
         cmd = ["bash", "-c", f'source "{ROOT}/env.sh" && exec "{ROOT}/venv/bin/python" "$@"', "python"]

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
-import os
 import re
-import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,20 +14,16 @@ import pytest
 import requests
 from contract_lib import (
     CONTEXT,
-    STOP_WITHIN,
     VERSION,
     Server,
     check,
-    comm,
     first,
-    group_members,
     key_tree,
     log_shape,
     mask_numbers,
     metrics_families,
     sse,
     start,
-    wait_gone,
 )
 
 import real_sglang
@@ -38,6 +32,7 @@ from sglbench.hostlib import server_api, sglang_logs
 PROMPT = "The quick brown fox jumps over the lazy dog."
 LONG_TEXT = "fox jumps " * 1500  # longer than the context in any tokenizer
 LONG_IDS = [5] * (CONTEXT + 52)
+ABORTED = "sglang:num_aborted_requests_total"  # appears with the first abort
 
 
 @pytest.fixture(scope="module", params=[pytest.param("real", marks=pytest.mark.real), "stand-in"])
@@ -379,10 +374,16 @@ def test_metrics(server: Server) -> None:
     )
     next(s.iter_lines())
     s.close()
-    time.sleep(2.0)
-    r = server.get("/metrics")
-    assert r.status_code == 200
-    fams = metrics_families(r.text)
+    # The server counts the abort once it notices the client gone: polled (a busy machine notices later),
+    # the bound only ends the wait; a family still missing then is reported by the check below.
+    deadline = time.monotonic() + 120
+    while True:
+        r = server.get("/metrics")
+        assert r.status_code == 200
+        fams = metrics_families(r.text)
+        if ABORTED in fams or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
     assert all(name.startswith("sglang:") for name in fams)
 
     def real_has_at_least(recorded: dict, seen: dict) -> bool:
@@ -419,7 +420,7 @@ def test_startup_log(server: Server) -> None:
         "/generate", {"text": PROMPT, "sampling_params": {"max_new_tokens": 48, "ignore_eos": True}}
     )
     assert r.status_code == 200
-    server.wait_log("Decode batch", timeout=10)
+    server.wait_log("Decode batch")
     text = server.log_text()
     lines = text.splitlines()
     shapes = {name: log_shape(first(lines, pattern)) for name, pattern in LOG_LINES.items()}
@@ -427,13 +428,10 @@ def test_startup_log(server: Server) -> None:
     check(server.side, "startup.parsed", presence(sglang_logs.parse_startup_log(text)))
 
 
+@real_sglang.stops_shared_server
 def test_sigterm_stops_the_process_tree(server: Server) -> None:
-    members = group_members(server.pid)
-    names = sorted({n for p in members if (n := comm(p)) and n.startswith("sglang::")})
-    t0 = time.monotonic()
-    os.kill(server.pid, signal.SIGTERM)
-    gone, _seconds = wait_gone(server.pid, STOP_WITHIN)
-    code = server.launcher_exit_code()
+    stopped = server.sigterm()  # the real side's shared server: once, also for tests/real/test_real_server.py
+    names = sorted(n for n in stopped.names if n.startswith("sglang::"))
     said = sorted(
         {
             re.sub(r"\d{3,}", "N", re.sub(r"^\[[^]]*\] ", "", ln))
@@ -447,12 +445,11 @@ def test_sigterm_stops_the_process_tree(server: Server) -> None:
     )
     observed = {
         "subprocesses": names,
-        "launcher_exit_code": code,
-        f"group_gone_within_{int(STOP_WITHIN)}s": gone,
+        "launcher_exit_code": stopped.exit_code,
+        "group_gone": stopped.gone,
         "log_says": said,
     }
     check(server.side, "shutdown.sigterm", observed)
-    assert time.monotonic() - t0 < STOP_WITHIN + 60
 
 
 @pytest.mark.real
