@@ -80,7 +80,13 @@ def parse_apps(text: str) -> list[ComputeApp]:
     ]
 
 
-def run_nvidia_smi_all(argvs: Sequence[Sequence[str]], timeout: float = 20.0) -> list[str]:
+# How long one nvidia-smi query may take before the GPUs count as unreadable. It bounds a hung driver
+# only: a query answers in well under a second, but a host whose CPUs are saturated (a busy sim host
+# took over 20 s to start its nvidia-smi) must not turn a slow answer into a failed config.
+NVIDIA_SMI_TIMEOUT_S = 90.0
+
+
+def run_nvidia_smi_all(argvs: Sequence[Sequence[str]], timeout: float = NVIDIA_SMI_TIMEOUT_S) -> list[str]:
     """Several nvidia-smi queries at once (each takes a process start and a driver query: run side by
     side, a GPU poll costs the slowest of them, not their sum); the outputs in the order asked."""
     procs = []

@@ -82,7 +82,9 @@ _DISTRIBUTION_SUFFIXES = ("_bucket", "_sum", "_count", "_created")
 _LOAD_SKIP = frozenset({"timestamp", "dp_rank", "version", "num_accelerators"})
 MAX_ERRORS = 20
 JOIN_TIMEOUT_S = 0.5  # longest wait for a thread or nvidia-smi to end at stop
-FIRST_SAMPLE_TIMEOUT_S = 3.0  # longest wait for nvidia-smi's first samples before a window begins
+# Longest wait for nvidia-smi's first samples before a window begins. It ends as soon as they arrive (under
+# a second on a quiet host), so it only bounds a broken or starved nvidia-smi: a saturated host took over 3 s.
+FIRST_SAMPLE_TIMEOUT_S = 15.0
 HTTP_TIMEOUT_S = 2.0
 
 
