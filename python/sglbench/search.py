@@ -600,7 +600,7 @@ class Attempt:
             result = judge_level(self.spec, label, valid, invalid)
         else:
             result = untrusted_level(self.spec, valid + other, invalid)
-        result["points"] = [str(d.get("key")) for d in docs if point_valid(d)]
+        result["points"] = [str(d.get("key")) for d in docs if point_valid(d)] if result["trusted"] else []
         result["remeasured"] = [str(d.get("key")) for d in docs if _repeat(d) >= self.spec.repeats]
         result["wall_s"] = wall
         result["time_scale"] = _time_scale(docs[0]) if docs else 1.0
