@@ -36,6 +36,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import jinja2
 import pytest
 import simhost_util as sh
 import yaml
@@ -87,7 +88,12 @@ def _prefill_seconds(record: dict[str, Any]) -> Any:
         (REPO / "inventory" / "sim" / "group_vars" / "sglang_gpu" / "host.yml").read_text()
     )
     argv = [a.replace("/models/", f"{REPO}/tests/fixtures/models/") for a in record["argv"][3:]]
-    return truth.server_model(argv, host_vars["sglbench_unit_environment"]).timing.prefill
+    # the values may be templates of the inventory's own variables (the time scale), as Ansible renders them
+    env = {
+        k: jinja2.Template(str(v)).render(**host_vars)
+        for k, v in host_vars["sglbench_unit_environment"].items()
+    }
+    return truth.server_model(argv, env).timing.prefill
 
 
 @pytest.mark.simhost
