@@ -246,8 +246,9 @@ def _scenarios(c: Chain, disk: Path) -> None:
     )
     c.row("two campaigns, --wait", c.points_ok(run_a), c.gpus_ok(), c.locks_ok(), "queued, then resumed A")
 
-    # 3. Ctrl-C mid-point: the units are stopped, the run stays resumable
-    e, log_e = c.start("--fresh")
+    # 3. Ctrl-C mid-point: the units are stopped, the run stays resumable. Points of 6 s: the second still
+    #    runs when the first is seen committed, however fast the machine.
+    e, log_e = c.start("--fresh", load=LONG)
     sh.wait_for(lambda: c.has_point(log_e), WAIT, "a measured point", log_e)
     run_e = c.run_dir(log_e.read_text())
     e.send_signal(signal.SIGINT)
@@ -255,25 +256,28 @@ def _scenarios(c: Chain, disk: Path) -> None:
     assert _meta(run_e)["status"] == "interrupted"
     c.row("Ctrl-C mid-point", c.points_ok(run_e), c.gpus_ok(), c.locks_ok(), "yes (status interrupted)")
 
-    # 4. the results disk fills up mid-run: the server is stopped anyway, exit 2, still resumable
-    f, log_f = c.start()
+    # 4. the results disk fills up mid-run: the server is stopped anyway, exit 2, still resumable. A run of
+    #    its own (the interrupted one may have committed every point before the Ctrl-C landed), with points
+    #    of 6 s so the disk fills while the benchmark still has a point to commit.
+    f, log_f = c.start("--fresh", load=LONG)
     sh.wait_for(lambda: " benchmark," in log_f.read_text(), WAIT, "the benchmark phase", log_f)
+    run_f = c.run_dir(log_f.read_text())
     filler = disk / "filler"
     subprocess.run(["dd", "if=/dev/zero", f"of={filler}", "bs=1M"], capture_output=True)  # until ENOSPC
     code = f.wait(CAMPAIGN)
     text = log_f.read_text()
-    assert c.run_dir(text) == run_e
+    assert c.run_dir(text) == run_f
     assert code == 2 and ("results disk is full" in text or "No space left on device" in text), text[-3000:]
     assert "could not" in text and "stopped" in text, text[-3000:]  # said so, and the units were stopped
     gpus = c.gpus_ok()
     filler.unlink()
-    assert _meta(run_e)["status"] in runner.RESUMABLE
-    code, text = c.run()
-    assert code in (0, 1) and c.run_dir(text) == run_e, text[-3000:]
-    _completed(c, run_e)
+    assert _meta(run_f)["status"] in runner.RESUMABLE
+    code, text = c.run(load=LONG)
+    assert code in (0, 1) and c.run_dir(text) == run_f, text[-3000:]
+    _completed(c, run_f)
     c.row(
         "results disk full mid-run",
-        c.points_ok(run_e),
+        c.points_ok(run_f),
         gpus,
         c.locks_ok(),
         "yes: completed once space was freed",
