@@ -8,17 +8,17 @@
 # With SGLBENCH_DEMO_HOSTS=2: one campaign on two sim host containers at once (inventory/simpair), the TP1
 # phase of a few configs (SGLBENCH_DEMO_PAIR_CONFIGS) through `sglbench run`, each host under its own
 # lock; one summary and one report with the host as a dimension.
-# The stand-in runs at time scale SGLBENCH_DEMO_TIME_SCALE (default 0.3: about 3x faster than a real server, a
-# third of the streamed chunks per second of the inventory's 0.1), so the demo's busiest point leaves a 2-core
-# machine room for the client (at 0.2 its client still waited 10 % of the time for a CPU on an idle machine;
-# inventory/sim/group_vars/sglang_gpu/host.yml says why; each point still covers 20 s at real-world speed). Everything here is SIMULATED: no GPU is involved.
+# The stand-in runs at time scale SGLBENCH_DEMO_TIME_SCALE (default 0.2: 5x faster than a real server, half the
+# streamed chunks per second of the inventory's 0.1), so the demo's busiest point leaves a 2-core machine room
+# for the client (inventory/sim/group_vars/sglang_gpu/host.yml says why; each point still covers 20 s at
+# real-world speed). Everything here is SIMULATED: no GPU is involved.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 run_id="${SGLBENCH_RUN_ID:-demo-$(date -u +%Y%m%d-%H%M%S)}"
 results="${SGLBENCH_RESULTS_DIR:-$root/results}"
 host="${SGLBENCH_SIMHOST_NAME:-sglbench-simhost}"
-scale="${SGLBENCH_DEMO_TIME_SCALE:-0.3}"
+scale="${SGLBENCH_DEMO_TIME_SCALE:-0.2}"
 started=$(date +%s)
 
 report() {
