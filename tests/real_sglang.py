@@ -128,16 +128,22 @@ class Started:
 
     def stop(self) -> None:
         """Whatever is left goes: serve.sh passes SIGTERM on and SIGKILLs the group after its grace."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait()
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.pid, signal.SIGKILL)
+        stop_launcher(self.proc, self.pid)
+
+
+def stop_launcher(proc: subprocess.Popen[str], pgid: int) -> None:
+    """SIGTERM to a launcher (serve.sh or the stand-in), SIGKILL to its group when it has not ended within
+    60 s, then SIGKILL to the server's own process group ``pgid``, whatever is left of it."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
 
 
 def sigterm_group(pid: int, proc: subprocess.Popen[str]) -> Stopped:
