@@ -207,8 +207,10 @@ def test_fault_injection_table(
 
 def _scenarios(c: Chain, disk: Path) -> None:
 
-    # 1. controller SIGKILL mid-point: the orphaned tree keeps the host busy, then stops the unit and exits
-    proc, log = c.start()
+    # 1. controller SIGKILL mid-point: the orphaned tree keeps the host busy, then stops the unit and exits.
+    #    Points of 6 s: the second still runs when the first is seen committed, however fast the machine
+    #    (with 2 s points a fast one finished the whole campaign first, leaving no tree to find).
+    proc, log = c.start(load=LONG)
     sh.wait_for(lambda: c.has_point(log), WAIT, "the first measured point", log)
     proc.kill()
     proc.wait(30)
@@ -223,7 +225,7 @@ def _scenarios(c: Chain, disk: Path) -> None:
     keeper = busy.value.holder.pid
     os.kill(keeper, signal.SIGSTOP)
     try:
-        b, log_b = c.start("--wait", "600")
+        b, log_b = c.start("--wait", "600", load=LONG)  # the same load: A's attempt, resumed in place
         sh.wait_for(lambda: WAITING in log_b.read_text(), WAIT, "B to queue behind the tree", log_b)
     finally:
         os.kill(keeper, signal.SIGCONT)
