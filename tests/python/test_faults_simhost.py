@@ -290,7 +290,13 @@ def _scenarios(c: Chain, disk: Path) -> None:
     hang_load = LONG | {"request_timeout_s": 3}
     g, log_g = c.start("--fresh", load=hang_load)
     before: set[str] = set()  # the first point measured: the server freezes while the second one runs
-    sh.wait_for(lambda: bool(before.update(c.measured(log_g)) or before), WAIT, "a measured point", log_g)
+    # read once the benchmark sends load: its host call has pruned an earlier run's spool by then
+    sh.wait_for(
+        lambda: bool(sh.bench_clients(NAME)) and bool(before.update(c.measured(log_g)) or before),
+        WAIT,
+        "a measured point",
+        log_g,
+    )
     run_g = c.run_dir(log_g.read_text())
     frozen = sh.host(NAME, "systemctl", "kill", "--signal=SIGSTOP", f"sglang-{INSTANCE}.service")
     assert frozen.returncode == 0, frozen.stderr
@@ -322,7 +328,9 @@ def _scenarios(c: Chain, disk: Path) -> None:
     # 6. the server is SIGKILLed mid-point: the attempt fails in the bench phase, nothing it measured after
     #    the kill is kept valid, the run resumed by id measures the rest on a fresh server
     k, log_k = c.start("--fresh", load=LONG)
-    sh.wait_for(lambda: c.has_point(log_k), WAIT, "a measured point", log_k)  # the kill lands in the second
+    sh.wait_for(  # the kill lands in the second point (the spool is read once the benchmark sends load)
+        lambda: bool(sh.bench_clients(NAME)) and c.has_point(log_k), WAIT, "a measured point", log_k
+    )
     run_k = c.run_dir(log_k.read_text())
     shot = sh.host(NAME, "systemctl", "kill", "--signal=SIGKILL", f"sglang-{INSTANCE}.service")
     assert shot.returncode == 0, shot.stderr
