@@ -132,6 +132,7 @@ def describe_action(a: argparse.Action, stub_type: type = _NoStub) -> dict[str, 
     """One argparse action as a record: spellings, class and its argparse bases, arity, const,
     default, type, choices, help (kept for rename detection, never written to a catalog) and any
     deprecation target. ``stub_type``: values that came from a stubbed import are marked as such."""
+
     def has_stub(v: Any, depth: int = 0) -> bool:
         if isinstance(v, stub_type) or type(v).__module__ == "stub":
             return True

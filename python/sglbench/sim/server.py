@@ -20,7 +20,7 @@ from datetime import datetime
 from typing import Any, NoReturn
 
 from sglbench.hostlib import capacity_variants, sglang_args, sglang_facts
-from sglbench.sim import api, gpus, memory, modelinfo, power, release, textgen
+from sglbench.sim import api, faultplan, gpus, memory, modelinfo, power, release, textgen
 from sglbench.sim.engine import Engine
 from sglbench.sim.httpserver import Request, serve
 from sglbench.sim.settings import SimSettings, SimSettingsError, load_settings, unknown_variables
@@ -925,7 +925,21 @@ class SimServer:
             await app._wait_done(req)
             peer = f"127.0.0.1:{40000 + os.getpid() % 20000}"
             self.log(f'INFO:     {peer} - "POST {sglang_facts.GENERATE} HTTP/1.1" 200 OK')
+        hooks = self._request_hooks()
+        if hooks:
+
+            def on_request(n: int) -> None:
+                for hook in hooks:
+                    hook(n)
+
+            app.engine.on_request = on_request
         app.ready = True
+        self.log("The server is fired up and ready to roll!")
+
+    def _request_hooks(self) -> list[Callable[[int], None]]:
+        """What happens at the N-th generation request: a throttling episode that starts there, a fault
+        plan the server claimed (sglbench/sim/faultplan.py); a throttle counted from ready starts now."""
+        hooks: list[Callable[[int], None]] = []
         throttle, meter = self.settings.throttle, self.meter
         if throttle is not None and meter is not None:
 
@@ -934,10 +948,19 @@ class SimServer:
 
             nth = self.settings.throttle_from_request
             if nth:
-                app.engine.on_request = lambda n: episode() if n == nth else None
+                hooks.append(lambda n: episode() if n == nth else None)
             else:
                 episode()
-        self.log("The server is fired up and ready to roll!")
+        try:
+            plan = faultplan.claim(self.settings.fault_plan)
+        except (OSError, faultplan.FaultPlanError) as exc:
+            self.log(f"ERROR: the stand-in cannot take its fault plan: {exc}")
+            os._exit(1)  # a test's fault that cannot happen: stop here rather than pass unstruck
+        if plan is not None:
+            taken = f"{plan.action} at generation request {plan.request}"
+            self.log(f"sglbench stand-in: fault plan taken: {taken}")
+            hooks.append(faultplan.trigger(plan))
+        return hooks
 
     def _shut_down(self, server: asyncio.Server, sigterm: bool) -> None:
         """uvicorn's shutdown lines (after SGLang's process-tree kill on SIGTERM), then the workers go."""

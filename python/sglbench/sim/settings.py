@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from sglbench.hostlib import capacity_variants, gpus, sglang_facts
-from sglbench.sim import release
+from sglbench.sim import faultplan, release
 
 # (name, default shown in the docs, meaning)
 VARIABLES: tuple[tuple[str, str, str], ...] = (
@@ -96,6 +96,14 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
         "0",
         "Fault: N > 0 = the server crashes (scheduler exception, exit 1) after finishing N generation "
         "requests.",
+    ),
+    (
+        "SGLBENCH_SIM_FAULT_PLAN",
+        "<state dir>/fault-plan",
+        "Fault: a file holding one line, stop N or kill N. The first server to become ready takes it (the "
+        "file is removed) and at its N-th generation request writes FILE.fired with its pid, then sends "
+        "itself SIGSTOP (hung) or SIGKILL (died): a fault that lands in a chosen benchmark point however "
+        "fast the machine (sglbench/sim/faultplan.py).",
     ),
     (
         "SGLBENCH_SIM_ERROR_RATE",
@@ -301,6 +309,7 @@ class SimSettings:
     diverge: Diverge | None = None
     throttle_from_request: int = 0  # 0: the throttle's offset counts from ready, N: from the N-th request
     power_ledger: bool = False
+    fault_plan: str = ""  # load_settings: the fault-plan file's path (never empty)
 
     def scaled(self, seconds: float) -> float:
         """Real seconds to wait for ``seconds`` of simulated time."""
@@ -396,6 +405,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> SimSettings:
         if not accept_dist or any(w < 0 for w in accept_dist) or sum(accept_dist) <= 0:
             raise SimSettingsError(f"SGLBENCH_SIM_ACCEPT_DIST={dist_raw!r}: weights must be >= 0, sum > 0")
     time_scale = _float(env, "SGLBENCH_SIM_TIME_SCALE", 1.0, lo=0.0)
+    state_dir = _get(env, "SGLBENCH_SIM_STATE_DIR") or default_state_dir()
     return SimSettings(
         time_scale=float(time_scale if time_scale is not None else 1.0),
         seed=int(_int(env, "SGLBENCH_SIM_SEED", 0) or 0),
@@ -403,7 +413,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> SimSettings:
         gpu_count=int(_int(env, "SGLBENCH_SIM_GPU_COUNT", 8, lo=1) or 8),
         gpu_mem_mib=_int(env, "SGLBENCH_SIM_GPU_MEM_MIB", None, lo=1),
         gpu_bandwidth_gbps=_float(env, "SGLBENCH_SIM_GPU_BANDWIDTH_GBPS", None, lo=1.0),
-        state_dir=_get(env, "SGLBENCH_SIM_STATE_DIR") or default_state_dir(),
+        state_dir=state_dir,
         sglang_version=impersonated.version,
         sglang_release=impersonated.release,
         accounting=accounting,
@@ -427,4 +437,5 @@ def load_settings(env: Mapping[str, str] | None = None) -> SimSettings:
         diverge=_diverge(env),
         throttle_from_request=_throttle_from(env),
         power_ledger=_bool(env, "SGLBENCH_SIM_POWER_LEDGER"),
+        fault_plan=_get(env, "SGLBENCH_SIM_FAULT_PLAN") or faultplan.default_path(state_dir),
     )
