@@ -19,10 +19,14 @@ Ctrl-C mid-point; the results disk filling up mid-run. Every campaign runs with 
 ``sglbench run``: at the end it must be in no argv (sampled throughout), no world-readable file on the
 host, no journal line and nothing on the controller's results disk or in its lock files.
 
-Then a server that hangs mid-point (every process of its unit stopped with SIGSTOP: requests time out), a
-server SIGKILLed mid-point, and a GPU host that goes away mid-point (its container killed like a power
-loss, then started again). How a dying server's point is classified in detail is
-tests/python/test_kill_resume.py's.
+Then a server that hangs mid-point (stopped with SIGSTOP: requests time out), a server SIGKILLed
+mid-point, and a GPU host that goes away mid-point (its container killed like a power loss, then started
+again). How a dying server's point is classified in detail is tests/python/test_kill_resume.py's.
+
+"Mid-point" is the server's own fact, not a race with the benchmark: the stand-in takes a fault plan
+(sglbench/sim/faultplan.py) and stops or kills itself at a chosen generation request, the second of the
+second point. A stopped server holds the campaign there while the test deals the controller-side fault
+(SIGKILL, Ctrl-C, a full disk, a lost host), then is let go with SIGCONT where the scenario needs it.
 """
 
 from __future__ import annotations
@@ -46,11 +50,12 @@ CONFIG = "qwen3-8b-ar"
 INSTANCE = f"{CONFIG}-tp1"
 KEYS = ["c1-r0", "c1-r1"]
 WAITING = "waiting up to 600 s for GPU host sglbench-simhost"  # what `sglbench run --wait 600` says queued
-# Points of 6 s for the scenarios that strike mid-point: the ladder is one host call, so the fault must land
-# while one of its points runs, and reading the host takes seconds on a loaded machine. The server faults
-# strike once the benchmark sends load (its host bench lock held), so either point may take them: the
-# window is both points, not the second alone.
-LONG = sh.LOAD | {"duration_s": 6}
+# Points bounded by their request count (concurrency 1, no warm-up), so the server knows which request is
+# the second of the second point: c1-r0 is measured by then, c1-r1 runs.
+PROMPTS = 6
+POINTS = sh.LOAD | {"duration_s": 0, "num_prompts": PROMPTS}
+STRIKE = PROMPTS + 2
+PLAN = "/run/sglbench-sim/fault-plan"  # the stand-in's default (its state dir on the sim host)
 # Bounds on waiting for a campaign's progress and end. They bound a failure only, never decide a pass: a
 # loaded two-core machine takes minutes for what an idle one does in seconds (deploying alone took 3.5 min
 # at a load average of 35).
@@ -120,18 +125,23 @@ class Chain:
             raise AssertionError(f"no run started:\n{log[-2000:]}")
         return self.results / m.group(1)
 
-    def measured(self, log: Path) -> set[str]:
-        """The points measured so far: committed on the controller, or kept in the host's spool while the
-        ladder's host call still runs (it returns all of them at its end)."""
-        try:
-            committed = {p.stem for p in sh.point_files(self.points(self.run_dir(log.read_text())), "c*")}
-        except AssertionError:
-            return set()
-        out = sh.host(NAME, "sh", "-c", f"ls /run/sglbench/spool/*-{INSTANCE}/ 2>/dev/null")
-        return committed | {n[: -len(".json")] for n in out.stdout.split() if n.endswith(".json")}
+    def plan(self, action: str) -> None:
+        """The next server to become ready will ``stop`` (hang) or ``kill`` itself at request STRIKE."""
+        cmd = f"mkdir -p -m 1777 /run/sglbench-sim && rm -f {PLAN}.fired && echo '{action} {STRIKE}' > {PLAN}"
+        done = sh.host(NAME, "sh", "-c", cmd)
+        assert done.returncode == 0, done.stderr
 
-    def has_point(self, log: Path) -> bool:
-        return bool(self.measured(log))
+    def struck(self, log: Path) -> int:
+        """Wait until the server dealt itself its planned fault; its pid."""
+        fired = f"{PLAN}.fired"
+        sh.wait_for(
+            lambda: sh.host(NAME, "test", "-s", fired).returncode == 0, WAIT, "the planned fault", log
+        )
+        return int(sh.host(NAME, "cat", fired).stdout)
+
+    def let_go(self, pid: int) -> None:
+        """A stopped server goes on (the fault under test was the controller's, not the server's)."""
+        sh.host(NAME, "kill", "-CONT", str(pid))
 
     def points(self, run: Path) -> Path:
         return run / "simhost" / INSTANCE / "points"
@@ -208,10 +218,10 @@ def test_fault_injection_table(
 def _scenarios(c: Chain, disk: Path) -> None:
 
     # 1. controller SIGKILL mid-point: the orphaned tree keeps the host busy, then stops the unit and exits.
-    #    Points of 6 s: the second still runs when the first is seen committed, however fast the machine
-    #    (with 2 s points a fast one finished the whole campaign first, leaving no tree to find).
-    proc, log = c.start(load=LONG)
-    sh.wait_for(lambda: c.has_point(log), WAIT, "the first measured point", log)
+    #    The server holds the second point until the controller is gone.
+    c.plan("stop")
+    proc, log = c.start(load=POINTS)
+    server = c.struck(log)
     proc.kill()
     proc.wait(30)
     run_a = c.run_dir(log.read_text())
@@ -225,7 +235,8 @@ def _scenarios(c: Chain, disk: Path) -> None:
     keeper = busy.value.holder.pid
     os.kill(keeper, signal.SIGSTOP)
     try:
-        b, log_b = c.start("--wait", "600", load=LONG)  # the same load: A's attempt, resumed in place
+        c.let_go(server)  # the orphaned tree's point goes on
+        b, log_b = c.start("--wait", "600", load=POINTS)  # the same load: A's attempt, resumed in place
         sh.wait_for(lambda: WAITING in log_b.read_text(), WAIT, "B to queue behind the tree", log_b)
     finally:
         os.kill(keeper, signal.SIGCONT)
@@ -248,24 +259,26 @@ def _scenarios(c: Chain, disk: Path) -> None:
     )
     c.row("two campaigns, --wait", c.points_ok(run_a), c.gpus_ok(), c.locks_ok(), "queued, then resumed A")
 
-    # 3. Ctrl-C mid-point: the units are stopped, the run stays resumable. Points of 6 s: the second still
-    #    runs when the first is seen committed, however fast the machine.
-    e, log_e = c.start("--fresh", load=LONG)
-    sh.wait_for(lambda: c.has_point(log_e), WAIT, "a measured point", log_e)
+    # 3. Ctrl-C mid-point: the units are stopped, the run stays resumable
+    c.plan("stop")
+    e, log_e = c.start("--fresh", load=POINTS)
+    server = c.struck(log_e)
     run_e = c.run_dir(log_e.read_text())
     e.send_signal(signal.SIGINT)
+    c.let_go(server)
     assert e.wait(WAIT) == runner.EXIT_INTERRUPTED, log_e.read_text()[-3000:]
     assert _meta(run_e)["status"] == "interrupted"
     c.row("Ctrl-C mid-point", c.points_ok(run_e), c.gpus_ok(), c.locks_ok(), "yes (status interrupted)")
 
-    # 4. the results disk fills up mid-run: the server is stopped anyway, exit 2, still resumable. A run of
-    #    its own (the interrupted one may have committed every point before the Ctrl-C landed), with points
-    #    of 6 s so the disk fills while the benchmark still has a point to commit.
-    f, log_f = c.start("--fresh", load=LONG)
-    sh.wait_for(lambda: " benchmark," in log_f.read_text(), WAIT, "the benchmark phase", log_f)
+    # 4. the results disk fills up mid-run: the server is stopped anyway, exit 2, still resumable. The disk
+    #    fills while the server holds the second point, before the ladder's points are committed.
+    c.plan("stop")
+    f, log_f = c.start("--fresh", load=POINTS)
+    server = c.struck(log_f)
     run_f = c.run_dir(log_f.read_text())
     filler = disk / "filler"
     subprocess.run(["dd", "if=/dev/zero", f"of={filler}", "bs=1M"], capture_output=True)  # until ENOSPC
+    c.let_go(server)
     code = f.wait(CAMPAIGN)
     text = log_f.read_text()
     assert c.run_dir(text) == run_f
@@ -274,7 +287,7 @@ def _scenarios(c: Chain, disk: Path) -> None:
     gpus = c.gpus_ok()
     filler.unlink()
     assert _meta(run_f)["status"] in runner.RESUMABLE
-    code, text = c.run(load=LONG)
+    code, text = c.run(load=POINTS)
     assert code in (0, 1) and c.run_dir(text) == run_f, text[-3000:]
     _completed(c, run_f)
     c.row(
@@ -287,32 +300,23 @@ def _scenarios(c: Chain, disk: Path) -> None:
 
     # 5. the server hangs mid-point: its requests time out, the point is kept invalid (never reused), the
     #    unit is stopped, and the run resumed by id measures that point again on a fresh server
-    hang_load = LONG | {"request_timeout_s": 3}
+    hang_load = POINTS | {"request_timeout_s": 3}
+    c.plan("stop")  # never let go: the server hangs in the second point
     g, log_g = c.start("--fresh", load=hang_load)
-    before: set[str] = set()  # the first point measured: the server freezes while the second one runs
-    # read once the benchmark sends load: its host call has pruned an earlier run's spool by then
-    sh.wait_for(
-        lambda: bool(sh.bench_clients(NAME)) and bool(before.update(c.measured(log_g)) or before),
-        WAIT,
-        "a measured point",
-        log_g,
-    )
+    c.struck(log_g)
     run_g = c.run_dir(log_g.read_text())
-    frozen = sh.host(NAME, "systemctl", "kill", "--signal=SIGSTOP", f"sglang-{INSTANCE}.service")
-    assert frozen.returncode == 0, frozen.stderr
-    before = c.measured(log_g)  # points that ended before the server froze (read after it froze)
-    assert len(before) < len(KEYS), f"every point had ended before the server froze: {sorted(before)}"
     code = g.wait(CAMPAIGN)
     text = log_g.read_text()
     assert code == 1, text[-3000:]
-    # the points measured against the frozen server failed, or were kept with their requests counted failed
-    after = sh.point_files(c.points(run_g), "c*")
-    hung = {p.stem: json.loads(p.read_text()) for p in after if p.stem not in before}
-    why = {k: (d["outcome"], (d.get("summary") or {}).get("invalid_reasons")) for k, d in hung.items()}
-    assert hung and all(
-        outcome == "failed" or any("requests failed" in r or "no request succeeded" in r for r in reasons)
-        for outcome, reasons in why.values()
-    ), why
+    # the point measured before the hang is kept; the one measured against the frozen server failed, or
+    # was kept with its requests counted failed
+    after = {p.stem: json.loads(p.read_text()) for p in sh.point_files(c.points(run_g), "c*")}
+    assert after[KEYS[0]]["outcome"] == "ok", after[KEYS[0]]
+    hung = after.get(KEYS[1]) or {"outcome": "absent"}
+    outcome, reasons = hung["outcome"], (hung.get("summary") or {}).get("invalid_reasons") or []
+    assert outcome == "failed" or any(
+        "requests failed" in r or "no request succeeded" in r for r in reasons
+    ), (outcome, reasons)
     points_g, gpus_g = c.points_ok(run_g), c.gpus_ok()
     code, text = c.run("--run-id", run_g.name, load=hang_load)
     assert code in (0, 1) and c.run_dir(text) == run_g, text[-3000:]
@@ -327,20 +331,17 @@ def _scenarios(c: Chain, disk: Path) -> None:
 
     # 6. the server is SIGKILLed mid-point: the attempt fails in the bench phase, nothing it measured after
     #    the kill is kept valid, the run resumed by id measures the rest on a fresh server
-    k, log_k = c.start("--fresh", load=LONG)
-    sh.wait_for(  # the kill lands in the second point (the spool is read once the benchmark sends load)
-        lambda: bool(sh.bench_clients(NAME)) and c.has_point(log_k), WAIT, "a measured point", log_k
-    )
+    c.plan("kill")  # in the second point
+    k, log_k = c.start("--fresh", load=POINTS)
+    c.struck(log_k)
     run_k = c.run_dir(log_k.read_text())
-    shot = sh.host(NAME, "systemctl", "kill", "--signal=SIGKILL", f"sglang-{INSTANCE}.service")
-    assert shot.returncode == 0, shot.stderr
     code = k.wait(CAMPAIGN)
     text = log_k.read_text()
     assert code == 1, text[-3000:]
     failure = json.loads((run_k / "simhost" / INSTANCE / "record.json").read_text()).get("failure") or {}
     assert (failure.get("phase"), failure.get("cause")) == ("bench", "server_exited"), failure
     points_k, gpus_k = c.points_ok(run_k), c.gpus_ok()
-    code, text = c.run("--run-id", run_k.name, load=LONG)
+    code, text = c.run("--run-id", run_k.name, load=POINTS)
     assert code in (0, 1) and c.run_dir(text) == run_k, text[-3000:]
     _completed(c, run_k)
     c.row(
@@ -353,8 +354,9 @@ def _scenarios(c: Chain, disk: Path) -> None:
 
     # 7. the GPU host goes away mid-point (container killed like a power loss): exit 2 naming the host, the
     #    run resumable; once the host is back, the next run resumes it in place and completes it
-    h, log_h = c.start("--fresh", load=LONG)
-    sh.wait_for(lambda: c.has_point(log_h), WAIT, "a measured point", log_h)
+    c.plan("stop")  # the host goes while its server holds the second point
+    h, log_h = c.start("--fresh", load=POINTS)
+    c.struck(log_h)
     run_h = c.run_dir(log_h.read_text())
     c.leaks += sh.grep_host(NAME, c.key)  # its journal does not survive the restart: look now
     killed = subprocess.run(["podman", "kill", NAME], env=sh.env(NAME), capture_output=True, text=True)
@@ -371,7 +373,7 @@ def _scenarios(c: Chain, disk: Path) -> None:
         WAIT,
         "the sim host to boot again",
     )
-    code, text = c.run(load=LONG)
+    code, text = c.run(load=POINTS)
     assert code in (0, 1) and c.run_dir(text) == run_h, text[-3000:]
     _completed(c, run_h)
     c.row(
