@@ -43,6 +43,12 @@ VARIABLES: tuple[tuple[str, str, str], ...] = (
         "Override the GPU memory bandwidth (GB/s) used for decode timing.",
     ),
     (
+        "SGLBENCH_SIM_NICE",
+        "0",
+        "CPU niceness the server and its workers add to their own: its CPU work stands for GPU work, so "
+        "with 10 (the sim inventory's) the benchmark client beside it on the host gets a CPU first.",
+    ),
+    (
         "SGLBENCH_SIM_STATE_DIR",
         "/run/sglbench-sim if writable, else $TMPDIR/sglbench-sim",
         "Where live stand-in processes register the GPU memory they hold (read by the nvidia-smi stand-in).",
@@ -309,6 +315,7 @@ class SimSettings:
     diverge: Diverge | None = None
     throttle_from_request: int = 0  # 0: the throttle's offset counts from ready, N: from the N-th request
     power_ledger: bool = False
+    nice: int = 0
     fault_plan: str = ""  # load_settings: the fault-plan file's path (never empty)
 
     def scaled(self, seconds: float) -> float:
@@ -414,6 +421,7 @@ def load_settings(env: Mapping[str, str] | None = None) -> SimSettings:
         gpu_mem_mib=_int(env, "SGLBENCH_SIM_GPU_MEM_MIB", None, lo=1),
         gpu_bandwidth_gbps=_float(env, "SGLBENCH_SIM_GPU_BANDWIDTH_GBPS", None, lo=1.0),
         state_dir=state_dir,
+        nice=int(_int(env, "SGLBENCH_SIM_NICE", 0, lo=0) or 0),
         sglang_version=impersonated.version,
         sglang_release=impersonated.release,
         accounting=accounting,

@@ -381,3 +381,17 @@ def test_bare_interpreter_runs_without_installed_packages(tmp_path: Path) -> Non
         check=True,
     )
     assert probe.stdout.strip() == "[]"
+
+
+def _nice(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[16])
+
+
+def test_the_server_and_its_workers_yield_the_cpu_by_the_niceness_asked(start_sim) -> None:
+    """SGLBENCH_SIM_NICE: the stand-in's CPU work stands for GPU work, the client beside it goes first."""
+    base = os.getpriority(os.PRIO_PROCESS, 0)
+    sim: Sim = start_sim(["--model-path", model("qwen3-8b")], SGLBENCH_SIM_NICE="2")  # 2: quick to start
+    pids = [sim.proc.pid, *sim.holders()]  # the main process and its worker
+    assert len(pids) == 2 and {_nice(pid) for pid in pids} == {min(base + 2, 19)}
+    plain: Sim = start_sim(["--model-path", model("qwen3-8b")])
+    assert _nice(plain.proc.pid) == base  # by default, as it was started
