@@ -120,12 +120,16 @@ def point_files_below(directory: Path) -> list[Path]:
     return sorted(p for p in directory.rglob("*.json") if not p.name.endswith(".telemetry.json"))
 
 
-def wait_for(cond: Callable[[], bool], timeout: float, what: str, log: Path | None = None) -> None:
+def wait_for(
+    cond: Callable[[], bool], timeout: float, what: str, log: Path | None = None, every: float = 0.2
+) -> None:
+    """Poll ``cond`` every ``every`` s (a look inside the host is a ``podman exec``: CPU the machine's
+    other work needs, so looks that are in no hurry take a longer ``every``)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if cond():
             return
-        time.sleep(0.2)
+        time.sleep(every)
     tail = log.read_text()[-3000:] if log is not None and log.exists() else ""
     raise AssertionError(f"timed out waiting for {what}\n{tail}")
 

@@ -134,8 +134,13 @@ class Chain:
     def struck(self, log: Path) -> int:
         """Wait until the server dealt itself its planned fault; its pid."""
         fired = f"{PLAN}.fired"
+        # no hurry: a struck server waits for the test (stopped), or its run ends without it (killed)
         sh.wait_for(
-            lambda: sh.host(NAME, "test", "-s", fired).returncode == 0, WAIT, "the planned fault", log
+            lambda: sh.host(NAME, "test", "-s", fired).returncode == 0,
+            WAIT,
+            "the planned fault",
+            log,
+            every=1.0,
         )
         return int(sh.host(NAME, "cat", fired).stdout)
 
