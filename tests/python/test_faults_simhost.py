@@ -161,7 +161,8 @@ class Chain:
         return "complete or absent"
 
     def gpus_ok(self) -> str:
-        sh.wait_for(lambda: sh.gpus_free(NAME) and not sh.bench_clients(NAME), WAIT, "free GPUs")
+        free = lambda: sh.gpus_free(NAME) and not sh.bench_clients(NAME)  # noqa: E731
+        sh.wait_for(free, WAIT, "free GPUs", every=1.0)
         return "free"
 
     def locks_ok(self) -> str:
