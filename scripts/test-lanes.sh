@@ -21,18 +21,17 @@ rm -rf "$out"
 mkdir -p "$out"
 export SGLBENCH_SIMHOST_IMAGE="${SGLBENCH_SIMHOST_IMAGE:-$(tail -n 1 build/simhost-image.txt)}"
 
-# lane name -> pytest selection. Simhost lanes are split so that none runs much longer than the others
-# (on a quiet 2-core machine each lane took 670-970 s before the SSH tests moved behind the unit lane's own
-# session and the sim-host pair beside Molecule; the machine's two cores are busy throughout, so a lane that
-# ends early leaves them to the others).
-declare -A mark=([molecule]='molecule or simhost' [campaigns]=simhost [faults]=simhost)
+# lane name -> pytest selection: the sim host tests (and Molecule) each lane runs; the unit lane runs its
+# own in a second session, once its container-free tests have ended. The split keeps the lanes' ends close:
+# the machine's two cores are busy throughout, so a lane that ends early leaves them to the others. (On a
+# quiet 2-core machine the lanes took 670-1140 s while the campaigns lane also ran the SSH and pair tests.)
+declare -A mark=([units]=simhost [molecule]='molecule or simhost' [campaigns]=simhost [faults]=simhost)
 declare -A sel=(
+  [units]='tests/python/test_ssh_simhost.py'
   [molecule]='tests/molecule tests/python/test_pair_simhost.py'
   [campaigns]='tests/python/test_kill_resume.py tests/python/test_runner.py tests/python/test_telemetry_simhost.py tests/python/test_sessions_simhost.py tests/python/test_workloads_simhost.py'
   [faults]='tests/python/test_faults_simhost.py tests/python/test_secrets_simhost.py tests/python/test_search_simhost.py'
 )
-# The unit lane's second session (sim-host tests), once its own has ended.
-units_then='tests/python/test_ssh_simhost.py'
 order=(units real molecule campaigns faults)
 
 t0=$SECONDS
@@ -66,7 +65,7 @@ done
     --ignore=tests/contract --ignore=tests/real
   rc=$?
   # shellcheck disable=SC2086  # the selection is words
-  SGLBENCH_REAL_TIER=0 "$PY" -m pytest -p no:cacheprovider --durations=8 -m simhost $units_then || rc=1
+  SGLBENCH_REAL_TIER=0 "$PY" -m pytest -p no:cacheprovider --durations=8 -m "${mark[units]}" ${sel[units]} || rc=1
   cpu_of_children "$out/units.cpu"
   exit "$rc"
 ) >"$out/units.log" 2>&1 &
