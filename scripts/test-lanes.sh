@@ -21,16 +21,16 @@ rm -rf "$out"
 mkdir -p "$out"
 export SGLBENCH_SIMHOST_IMAGE="${SGLBENCH_SIMHOST_IMAGE:-$(tail -n 1 build/simhost-image.txt)}"
 
-# lane name -> pytest selection: the sim host tests (and Molecule) each lane runs; the unit lane runs its
-# own in a second session, once its container-free tests have ended. The split keeps the lanes' ends close:
-# the machine's two cores are busy throughout, so a lane that ends early leaves them to the others. (On a
-# quiet 2-core machine the lanes took 670-1140 s while the campaigns lane also ran the SSH and pair tests.)
-declare -A mark=([units]=simhost [molecule]='molecule or simhost' [campaigns]=simhost [faults]=simhost)
+# lane name -> pytest selection: the sim host tests (and Molecule) each lane runs. The split keeps the lanes'
+# ends close: the machine's two cores are busy throughout, so a lane that ends early leaves them to the
+# others. Measured on a 2-core machine: quiet, the campaigns lane took 1137 s while it also ran the SSH and
+# pair tests (the others 670-970 s); beside three busy loops the unit lane alone took 1450 s, the sim host
+# lanes 1245-1300 s.
+declare -A mark=([molecule]='molecule or simhost' [campaigns]=simhost [faults]=simhost)
 declare -A sel=(
-  [units]='tests/python/test_ssh_simhost.py'
   [molecule]='tests/molecule tests/python/test_pair_simhost.py'
   [campaigns]='tests/python/test_kill_resume.py tests/python/test_runner.py tests/python/test_telemetry_simhost.py tests/python/test_sessions_simhost.py tests/python/test_workloads_simhost.py'
-  [faults]='tests/python/test_faults_simhost.py tests/python/test_secrets_simhost.py tests/python/test_search_simhost.py'
+  [faults]='tests/python/test_faults_simhost.py tests/python/test_secrets_simhost.py tests/python/test_search_simhost.py tests/python/test_ssh_simhost.py'
 )
 order=(units real molecule campaigns faults)
 
@@ -59,13 +59,11 @@ for lane in molecule campaigns faults; do
   ) >"$out/$lane.log" 2>&1 &
   pid[$lane]=$!
 done
-# The unit lane: everything without a container, then the SSH tests on a sim host of their own.
+# The unit lane: everything without a container.
 (
   "$PY" -m pytest -p no:cacheprovider --durations=8 -m "not molecule and not simhost" \
     --ignore=tests/contract --ignore=tests/real
   rc=$?
-  # shellcheck disable=SC2086  # the selection is words
-  SGLBENCH_REAL_TIER=0 "$PY" -m pytest -p no:cacheprovider --durations=8 -m "${mark[units]}" ${sel[units]} || rc=1
   cpu_of_children "$out/units.cpu"
   exit "$rc"
 ) >"$out/units.log" 2>&1 &
