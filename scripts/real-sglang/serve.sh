@@ -62,16 +62,24 @@ PY="$ROOT/venv/bin/python"
 [[ -f "$model/config.json" ]] || { echo "serve.sh: no model at $model" >&2; exit 2; }
 log="${log:-${TMPDIR:-/tmp}/real-sglang-$port.log}"
 
+# The set-up writes weights for the dense models and the drafts (make_tiny_models.py); a directory
+# without them (the hybrid models, the DFLASH draft) is filled by SGLang: --load-format dummy.
+has_weights() { [[ -f "$1/model.safetensors" ]]; }
 spec=()
+draft=""
 for ((i = 0; i < ${#extra[@]}; i++)); do
   case "${extra[i]}" in
     --speculative-algorithm | --speculative-algorithm=*) spec=(--prefill-attention-backend intel_amx
       --decode-attention-backend intel_amx) ;;
     --speculative-draft-model-path)  # a bare name means a model of the env
       next="${extra[i + 1]:-}"
-      if [[ -n "$next" && ! -d "$next" && -d "$ROOT/models/$next" ]]; then extra[i + 1]="$ROOT/models/$next"; fi ;;
+      if [[ -n "$next" && ! -d "$next" && -d "$ROOT/models/$next" ]]; then extra[i + 1]="$ROOT/models/$next"; fi
+      draft="${extra[i + 1]:-}" ;;
   esac
 done
+if [[ -n "$draft" && -d "$draft" ]] && ! has_weights "$draft"; then
+  spec+=(--speculative-draft-load-format dummy)
+fi
 if ((${#spec[@]})); then
   verdict="$(cat "$ROOT/cpu-spec-ops.txt" 2>/dev/null || echo "no $ROOT/cpu-spec-ops.txt: run \`make real-sglang\`")"
   if [[ "$verdict" != ok:* ]]; then
@@ -80,8 +88,10 @@ if ((${#spec[@]})); then
   fi
 fi
 
+load=(--load-format auto)
+has_weights "$model" || load=(--load-format dummy)
 cmd=("$PY" -m sglang.launch_server
-  --model-path "$model" --load-format dummy
+  --model-path "$model" "${load[@]}"
   --host 127.0.0.1 --port "$port"
   --device cpu --disable-cuda-graph --attention-backend torch_native
   --enable-metrics --sleep-on-idle
