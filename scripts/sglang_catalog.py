@@ -238,6 +238,8 @@ KNOWN_TRANSITIVE: list[str] = [
 ]
 
 
+
+
 # --------------------------------------------------------------------------------------------------
 # Pure helpers (imported by the tests).
 # --------------------------------------------------------------------------------------------------
@@ -801,6 +803,8 @@ def worker_main(root: str, out_path: str) -> int:  # pragma: no cover - exercise
     result = {"how": how, "allow_abbrev": parser.allow_abbrev, "stubbed": sorted(stubbed), "actions": records}
     Path(out_path).write_text(json.dumps(result), encoding="utf-8")
     return 0
+
+
 
 
 # --------------------------------------------------------------------------------------------------
