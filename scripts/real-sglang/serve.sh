@@ -45,7 +45,7 @@ while (($#)); do
     --grace) grace="$2"; shift 2 ;;
     --log) log="$2"; shift 2 ;;
     --) shift; extra=("$@"); break ;;
-    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
     *) echo "serve.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
