@@ -8,7 +8,10 @@
 # outside the work tree so it survives fresh clones:
 #   venv/          python venv with sglang==$SGLANG_VERSION from PyPI (~11 GB; cold ~4 min, 4.7 GB download)
 #   lib/           libcuda.so.1 stand-in compiled from scripts/real-sglang/libcuda_stub.c
-#   models/        tiny model directories (random weights, served with --load-format dummy)
+#   models/        tiny model directories (deterministic weights as safetensors; see make_tiny_models.py)
+#   cpu_spec_ops/  pure-torch sgl_kernel CPU ops for speculative decoding + the sitecustomize hook that
+#                  installs them (copied from scripts/real-sglang/cpu_spec_ops/, on PYTHONPATH via env.sh)
+#   cpu-spec-ops.txt  their check against the installed wheels: "ok: ..." or ONE mismatch line
 #   env.sh         the environment the server needs (sourced by scripts/real-sglang/serve.sh)
 #   manifest.json  what was installed (versions, models)
 # Each step leaves a stamp in stamps/; a re-run whose stamps all match is a no-op (<1 s).
@@ -39,11 +42,12 @@ stamp_set() { mkdir -p "$STAMPS" && printf '%s' "$2" >"$STAMPS/$1"; }
 want_venv="sglang==$SGLANG_VERSION"
 want_stub="$(sha "$SRC/libcuda_stub.c")"
 want_models="$(sha "$SRC/make_tiny_models.py")"
+want_specops="$(sha "$SRC"/cpu_spec_ops/*.py)"
 want_envsh="$(sha "${BASH_SOURCE[0]}")"
 
 # --- fast path: everything in place -------------------------------------------------------------
 if stamp_ok venv "$want_venv" && stamp_ok stub "$want_stub" && stamp_ok models "$want_models" \
-    && stamp_ok envsh "$want_envsh" && [[ -x "$VENV/bin/python" ]]; then
+    && stamp_ok specops "$want_specops" && stamp_ok envsh "$want_envsh" && [[ -x "$VENV/bin/python" ]]; then
   echo "$ROOT"
   exit 0
 fi
@@ -99,7 +103,7 @@ if ! stamp_ok venv "$want_venv" || [[ ! -x "$VENV/bin/python" ]]; then
     || die "sglang does not import its own metadata"
   [[ "$got" == "$SGLANG_VERSION" ]] || die "installed sglang $got, wanted $SGLANG_VERSION"
   log "sglang $got installed in $((SECONDS - t0)) s ($(du -sh "$VENV" 2>/dev/null | cut -f1) on disk)"
-  rm -f "$STAMPS/stub" "$STAMPS/models" "$STAMPS/envsh"
+  rm -f "$STAMPS/stub" "$STAMPS/models" "$STAMPS/specops" "$STAMPS/envsh"
   stamp_set venv "$want_venv"
 fi
 
@@ -135,7 +139,27 @@ if ! stamp_ok models "$want_models" || [[ ! -d "$ROOT/models" ]]; then
   stamp_set models "$want_models"
 fi
 
-# --- step 4: env.sh and manifest.json -----------------------------------------------------------
+# --- step 4: the pure-torch sgl_kernel CPU ops (speculative decoding) -----------------------------
+# A mismatch with the installed wheels (versions, a wrapper's signature, an op that became real) is not
+# a set-up failure: the check's one line lands in cpu-spec-ops.txt, serve.sh refuses speculative flags
+# with it and the speculative tests skip with it; the hook itself then installs nothing.
+if ! stamp_ok specops "$want_specops" || [[ ! -f "$ROOT/cpu-spec-ops.txt" ]]; then
+  log "installing and checking the pure-torch sgl_kernel CPU ops"
+  rm -rf "$ROOT/cpu_spec_ops.tmp"
+  mkdir -p "$ROOT/cpu_spec_ops.tmp"
+  cp "$SRC"/cpu_spec_ops/*.py "$ROOT/cpu_spec_ops.tmp/"
+  rm -rf "$ROOT/cpu_spec_ops"
+  mv "$ROOT/cpu_spec_ops.tmp" "$ROOT/cpu_spec_ops"
+  verdict="$(LD_LIBRARY_PATH="$ROOT/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" SGLBENCH_CPU_SPEC_OPS=0 \
+    "$VENV/bin/python" "$ROOT/cpu_spec_ops/sgl_kernel_cpu_ops.py" --check 2>&1 | tail -n 1)" || true
+  [[ -n "$verdict" ]] || verdict="sgl_kernel CPU ops: the check printed nothing"
+  printf '%s\n' "$verdict" >"$ROOT/cpu-spec-ops.txt"
+  log "  $verdict"
+  rm -f "$STAMPS/envsh"
+  stamp_set specops "$want_specops"
+fi
+
+# --- step 5: env.sh and manifest.json -----------------------------------------------------------
 if ! stamp_ok envsh "$want_envsh" || [[ ! -f "$ROOT/env.sh" ]]; then
   cat >"$ROOT/env.sh" <<EOF
 # Environment for the real SGLang $SGLANG_VERSION CPU set-up (written by scripts/real-sglang-env.sh).
@@ -143,6 +167,7 @@ export SGLBENCH_REAL_SGLANG_HOME="$ROOT"
 export SGLBENCH_REAL_SGLANG_VERSION="$SGLANG_VERSION"
 export SGLBENCH_REAL_SGLANG_PYTHON="$VENV/bin/python"
 export LD_LIBRARY_PATH="$ROOT/lib\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}"
+export PYTHONPATH="$ROOT/cpu_spec_ops\${PYTHONPATH:+:\$PYTHONPATH}"
 export SGLANG_USE_CPU_ENGINE=1
 export HF_HUB_OFFLINE=1
 export TRANSFORMERS_OFFLINE=1

@@ -1,4 +1,4 @@
-"""Write tiny model directories that the real SGLang serves on the CPU with ``--load-format dummy``.
+"""Write tiny model directories that the real SGLang serves on the CPU.
 
 Run with the real-SGLang env's python (it needs ``tokenizers``, which SGLang pins)::
 
@@ -7,14 +7,29 @@ Run with the real-SGLang env's python (it needs ``tokenizers``, which SGLang pin
 Nothing is downloaded: every directory holds a ``config.json``, a byte-level BPE tokenizer trained
 here on a small built-in text (``tokenizer.json`` + ``tokenizer_config.json`` with a ChatML chat
 template), a ``generation_config.json`` and ``sglbench_model.json`` (what the directory is for).
-There are no weights; SGLang fills them with random values (``--load-format dummy``), so texts
-are gibberish but every token id is a real token of the tokenizer (``vocab_size`` == tokenizer size,
-otherwise decoded texts come back empty).
+Every token id is a real token of the tokenizer (``vocab_size`` == tokenizer size, otherwise decoded
+texts come back empty).
+
+Weights (``model.safetensors``) are written for the dense models and the speculative drafts: each
+tensor drawn from its own generator, seeded by the model's seed and the tensor's name, so the files are
+the same on every run. Matrices and embeddings ~ N(0, 1/fan_in) (LeCun, a usual initialisation scale;
+at N(0, 0.02) the 2-layer models' greedy output falls into a loop of a few tokens), attention output
+projections 100x smaller (ATTN_OUT_SCALE, why there), norms 1, biases 0;
+the lm_head rows of the special tokens are 0, so a greedy decode never ends early (a logit of 0 stays
+below the largest of 630 others). Untrained, the texts are gibberish, but a temperature-0 continuation
+of 64 tokens is not periodic (47 of 64 tokens distinct for "The quick brown fox jumps over the lazy
+dog."), so comparing a speculative decode with a
+plain one token for token means something. The drafts are chosen for their agreement with the target:
+the STANDALONE draft *is* the target (same weights: accepts every draft), the perturbed one is the
+target plus noise (accepts part), the EAGLE/EAGLE3 heads are untrained (accept little). The hybrid
+models and the DFLASH draft get no weights: SGLang fills them (``--load-format dummy``; serve.sh picks it
+for a directory without ``model.safetensors``).
 
 Models (all share one tokenizer, so any of them can draft for any other):
   tiny-qwen2        dense Qwen2ForCausalLM, 2 layers, hidden 128, 4 heads / 2 KV heads
   tiny-qwen3        dense Qwen3ForCausalLM (q/k-norm), same size: the project's main family
-  tiny-qwen2-draft  1-layer Qwen2ForCausalLM: a STANDALONE draft for tiny-qwen2
+  tiny-qwen2-draft  Qwen2ForCausalLM, tiny-qwen2's own weights: a STANDALONE draft that accepts all
+  tiny-qwen2-draft-perturbed  tiny-qwen2 plus noise: a STANDALONE draft that accepts part
   tiny-eagle-qwen2  1-layer LlamaForCausalLMEagle: an EAGLE draft for tiny-qwen2
   tiny-eagle3-qwen3 1-layer LlamaForCausalLMEagle3: an EAGLE3 draft for tiny-qwen3
   tiny-dflash-qwen3 1-layer DFlashDraftModel (block 4): a DFLASH draft for tiny-qwen3
@@ -26,9 +41,11 @@ tests/fixtures/real_sglang/<version>/spec_algorithms.json and docs/real-sglang.m
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 CONTEXT_LENGTH = 2048  # small, so "longer than the context" inputs stay cheap
 VOCAB_TARGET = 1024  # BPE merges stop here (or earlier when the text runs out)
@@ -155,8 +172,10 @@ def model_configs(vocab: int, ids: dict[str, int]) -> dict[str, tuple[dict, dict
     }
     out["tiny-qwen3"] = (qwen3, {"kind": "dense", "family": "qwen3"})
 
-    draft = qwen2 | {"num_hidden_layers": 1, "max_window_layers": 1}
-    out["tiny-qwen2-draft"] = (draft, {"kind": "draft", "algorithm": "STANDALONE", "target": "tiny-qwen2"})
+    standalone = {"kind": "draft", "algorithm": "STANDALONE", "target": "tiny-qwen2"}
+    out["tiny-qwen2-draft"] = (qwen2, standalone | {"weights": "the target's"})
+    noise = f"the target's + {PERTURB} x N(0, 1/fan_in) per matrix"
+    out["tiny-qwen2-draft-perturbed"] = (qwen2, standalone | {"weights": noise})
 
     eagle = base_config(vocab, ids) | {
         "architectures": ["LlamaForCausalLMEagle"],
@@ -234,6 +253,123 @@ def model_configs(vocab: int, ids: dict[str, int]) -> dict[str, tuple[dict, dict
     return out
 
 
+# --- weights ------------------------------------------------------------------------------------------
+
+# Attention output projections start 100x smaller (GPT-2 style residual-projection scaling, taken far):
+# SGLang's EAGLE-style draft input (STANDALONE included) is shifted by one token, so a draft never sees
+# the first prompt token. At full scale these random models are so sensitive to it that a draft that
+# *is* the target agreed on only ~52% of next tokens without it (HF transformers, fp32); at 0.01 ~98%,
+# with greedy outputs still varied (47 of 64 tokens distinct for the serve prompt).
+ATTN_OUT_SCALE = 0.01
+PERTURB = 0.1  # the perturbed draft's noise, relative to each matrix's own scale (tuned: accepts part)
+# model -> (seed, the model whose weights it starts from, or None)
+WEIGHTS: dict[str, tuple[int, str | None]] = {
+    "tiny-qwen2": (1, None),
+    "tiny-qwen3": (2, None),
+    "tiny-qwen2-draft": (0, "tiny-qwen2"),
+    "tiny-qwen2-draft-perturbed": (3, "tiny-qwen2"),
+    "tiny-eagle-qwen2": (4, None),
+    "tiny-eagle3-qwen3": (5, None),
+}
+
+
+def decoder_layer(prefix: str, c: dict, in_dim: int, first_norm: bool) -> dict[str, tuple[int, ...]]:
+    """Checkpoint names and shapes of one decoder layer (HF Llama/Qwen naming)."""
+    h, d = c["hidden_size"], c["head_dim"]
+    q, kv = c["num_attention_heads"] * d, c["num_key_value_heads"] * d
+    shapes: dict[str, tuple[int, ...]] = {
+        f"{prefix}.self_attn.q_proj.weight": (q, in_dim),
+        f"{prefix}.self_attn.k_proj.weight": (kv, in_dim),
+        f"{prefix}.self_attn.v_proj.weight": (kv, in_dim),
+        f"{prefix}.self_attn.o_proj.weight": (h, q),
+        f"{prefix}.post_attention_layernorm.weight": (h,),
+        f"{prefix}.mlp.gate_proj.weight": (c["intermediate_size"], h),
+        f"{prefix}.mlp.up_proj.weight": (c["intermediate_size"], h),
+        f"{prefix}.mlp.down_proj.weight": (h, c["intermediate_size"]),
+    }
+    if first_norm:
+        shapes[f"{prefix}.input_layernorm.weight"] = (h,)
+    if c.get("attention_bias"):
+        shapes |= {f"{prefix}.self_attn.{x}_proj.bias": (n,) for x, n in (("q", q), ("k", kv), ("v", kv))}
+    if c["model_type"] == "qwen3":
+        shapes |= {f"{prefix}.self_attn.q_norm.weight": (d,), f"{prefix}.self_attn.k_norm.weight": (d,)}
+    return shapes
+
+
+def checkpoint_shapes(c: dict) -> dict[str, tuple[int, ...]]:
+    """What SGLang 0.5.23 loads for each architecture (srt/models/qwen2.py, qwen3.py, llama_eagle.py,
+    llama_eagle3.py)."""
+    h, vocab = c["hidden_size"], c["vocab_size"]
+    arch = c["architectures"][0]
+    if arch in ("Qwen2ForCausalLM", "Qwen3ForCausalLM"):
+        shapes = {
+            "model.embed_tokens.weight": (vocab, h),
+            "model.norm.weight": (h,),
+            "lm_head.weight": (vocab, h),
+        }
+        for i in range(c["num_hidden_layers"]):
+            shapes |= decoder_layer(f"model.layers.{i}", c, h, first_norm=True)
+        return shapes
+    if arch == "LlamaForCausalLMEagle":  # fc(embedding ++ target hidden); layer 0 has no input norm
+        shapes = {"embed_tokens.weight": (vocab, h), "fc.weight": (h, 2 * h), "fc.bias": (h,)}
+        return shapes | decoder_layer("layers.0", c, h, first_norm=False)
+    if (
+        arch == "LlamaForCausalLMEagle3"
+    ):  # fc(3 target hidden states); layer 0 attends over embedding ++ hidden
+        shapes = {
+            "embed_tokens.weight": (vocab, h),
+            "fc.weight": (h, 3 * c["target_hidden_size"]),
+            "norm.weight": (h,),
+            "lm_head.weight": (c["draft_vocab_size"], h),
+            "layers.0.hidden_norm.weight": (h,),
+        }
+        return shapes | decoder_layer("layers.0", c, 2 * h, first_norm=True)
+    raise ValueError(f"no weights for {arch}")
+
+
+def tensor_seed(seed: int, name: str) -> int:
+    return int.from_bytes(hashlib.sha256(f"{seed}:{name}".encode()).digest()[:8], "little") & (2**63 - 1)
+
+
+def init_tensor(seed: int, name: str, shape: tuple[int, ...]) -> Any:  # a torch.Tensor (torch imported late)
+    import torch
+
+    if name.endswith("norm.weight"):
+        return torch.ones(shape)
+    if name.endswith(".bias"):
+        return torch.zeros(shape)
+    std = shape[-1] ** -0.5  # LeCun: N(0, 1 / fan_in)
+    if name.endswith("o_proj.weight"):
+        std *= ATTN_OUT_SCALE
+    return torch.randn(shape, generator=torch.Generator().manual_seed(tensor_seed(seed, name))) * std
+
+
+def model_weights(name: str, config: dict, special_ids: list[int], done: dict[str, dict]) -> dict:
+    """The state dict of one model (float32; written in its config's dtype)."""
+    seed, base = WEIGHTS[name]
+    if base is not None:
+        weights = {k: v.clone() for k, v in done[base].items()}
+        if seed:  # a perturbed copy: noise on every matrix, norms and biases kept
+            for k, v in weights.items():
+                if v.dim() == 2:
+                    v += init_tensor(seed, k, tuple(v.shape)) * PERTURB
+        return weights
+    weights = {k: init_tensor(seed, k, shape) for k, shape in checkpoint_shapes(config).items()}
+    if "lm_head.weight" in weights:
+        head = weights["lm_head.weight"]
+        head[[i for i in special_ids if i < head.shape[0]]] = 0
+    return weights
+
+
+def write_weights(d: Path, weights: dict, dtype: str) -> None:
+    import torch
+    from safetensors.torch import save_file
+
+    tensors = {k: v.to(getattr(torch, dtype)).contiguous() for k, v in sorted(weights.items())}
+    save_file(tensors, str(d / "model.safetensors"), metadata={"format": "pt"})
+    (d / "model.safetensors").chmod(0o644)
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 2:
         print(__doc__.split("\n\n")[1], file=sys.stderr)
@@ -249,6 +385,7 @@ def main(argv: list[str]) -> int:
         "pad_token_id": ids["<|endoftext|>"],
         "do_sample": False,
     }
+    done: dict[str, dict] = {}  # weights written so far (a draft may copy its target's)
     for name, (config, meta) in model_configs(vocab, ids).items():
         d = out / name
         d.mkdir(parents=True, exist_ok=True)
@@ -265,6 +402,12 @@ def main(argv: list[str]) -> int:
             "context_length": CONTEXT_LENGTH,
             "layers": config["num_hidden_layers"],
         } | meta
+        if name in WEIGHTS:
+            done[name] = model_weights(name, config, list(ids.values()), done)
+            write_weights(d, done[name], config["torch_dtype"])
+            meta["weights"] = meta.get("weights", f"seed {WEIGHTS[name][0]}, N(0, 1/fan_in)")
+        else:
+            meta["weights"] = "none (served with --load-format dummy)"
         (d / "sglbench_model.json").write_text(json.dumps(meta, indent=2) + "\n")
         print(f"  {name}: {meta['architecture']}, vocab {vocab}, {config['num_hidden_layers']} layers")
     return 0

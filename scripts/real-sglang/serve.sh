@@ -13,8 +13,18 @@
 # seconds, follows with SIGKILL to the whole group. The server's output goes to --log
 # (default ${TMPDIR:-/tmp}/real-sglang-PORT.log).
 #
-# Exit codes: 3 the env is missing (run `make real-sglang`); 1 the server died or never got ready
-# (last log lines on stderr); otherwise the server's own exit code.
+# Speculative decoding: with --speculative-algorithm among the EXTRA args (NGRAM, EAGLE, EAGLE3,
+# STANDALONE; DFLASH is refused by SGLang's CPU platform), serve.sh adds
+# --prefill-attention-backend intel_amx --decode-attention-backend intel_amx beside
+# --attention-backend torch_native (SGLang's CPU backend with a verify path; torch_native has none),
+# and the env's pure-torch sgl_kernel CPU ops serve the kernels the PyPI wheel lacks. If the env's
+# check of those ops failed (cpu-spec-ops.txt), it exits 3 with that one line instead. e.g.
+#   serve.sh --model tiny-qwen2 -- --speculative-algorithm EAGLE --speculative-draft-model-path \
+#     tiny-eagle-qwen2 --speculative-num-steps 2 --speculative-eagle-topk 1 --speculative-num-draft-tokens 3
+# (a draft model given by name is looked up under the env's models/ like --model).
+#
+# Exit codes: 3 the env is missing (run `make real-sglang`) or cannot serve the speculative flags given;
+# 1 the server died or never got ready (last log lines on stderr); otherwise the server's own exit code.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -35,7 +45,7 @@ while (($#)); do
     --grace) grace="$2"; shift 2 ;;
     --log) log="$2"; shift 2 ;;
     --) shift; extra=("$@"); break ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
     *) echo "serve.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -52,13 +62,41 @@ PY="$ROOT/venv/bin/python"
 [[ -f "$model/config.json" ]] || { echo "serve.sh: no model at $model" >&2; exit 2; }
 log="${log:-${TMPDIR:-/tmp}/real-sglang-$port.log}"
 
+# The set-up writes weights for the dense models and the drafts (make_tiny_models.py); a directory
+# without them (the hybrid models, the DFLASH draft) is filled by SGLang: --load-format dummy.
+has_weights() { [[ -f "$1/model.safetensors" ]]; }
+spec=()
+draft=""
+for ((i = 0; i < ${#extra[@]}; i++)); do
+  case "${extra[i]}" in
+    --speculative-algorithm | --speculative-algorithm=*) spec=(--prefill-attention-backend intel_amx
+      --decode-attention-backend intel_amx) ;;
+    --speculative-draft-model-path)  # a bare name means a model of the env
+      next="${extra[i + 1]:-}"
+      if [[ -n "$next" && ! -d "$next" && -d "$ROOT/models/$next" ]]; then extra[i + 1]="$ROOT/models/$next"; fi
+      draft="${extra[i + 1]:-}" ;;
+  esac
+done
+if [[ -n "$draft" && -d "$draft" ]] && ! has_weights "$draft"; then
+  spec+=(--speculative-draft-load-format dummy)
+fi
+if ((${#spec[@]})); then
+  verdict="$(cat "$ROOT/cpu-spec-ops.txt" 2>/dev/null || echo "no $ROOT/cpu-spec-ops.txt: run \`make real-sglang\`")"
+  if [[ "$verdict" != ok:* ]]; then
+    echo "serve.sh: speculative decoding cannot run on this env: $verdict" >&2
+    exit 3
+  fi
+fi
+
+load=(--load-format auto)
+has_weights "$model" || load=(--load-format dummy)
 cmd=("$PY" -m sglang.launch_server
-  --model-path "$model" --load-format dummy
+  --model-path "$model" "${load[@]}"
   --host 127.0.0.1 --port "$port"
   --device cpu --disable-cuda-graph --attention-backend torch_native
   --enable-metrics --sleep-on-idle
   --max-total-tokens 16384
-  "${extra[@]}")
+  "${spec[@]}" "${extra[@]}")
 
 printf 'serve.sh: %s\n' "${cmd[*]}" >"$log"
 t0=$(date +%s.%N)
