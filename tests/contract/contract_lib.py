@@ -55,7 +55,8 @@ OBSERVED = REPO / "build" / "contract" / VERSION
 CATALOG = REPO / "python" / "sglbench" / "hostlib" / "sglang_catalogs" / f"{VERSION}.json"
 SHIM = REPO / "python" / "sglbench" / "sim" / "sglang_shim"
 STAND_IN_MODEL = REPO / "tests" / "fixtures" / "models" / MODEL  # the same config.json as the real one
-# what scripts/real-sglang/serve.sh passes; the stand-in gets the same command line
+# what scripts/real-sglang/serve.sh passes, and the stand-in gets, but --load-format: serve.sh loads a model's
+# weights where it has them (auto), and the stand-in, which loads none, keeps dummy
 SERVE_FLAGS = [
     "--load-format",
     "dummy",
