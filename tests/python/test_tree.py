@@ -84,11 +84,21 @@ def _start(tmp_path: Path, mode: str = "") -> tuple[subprocess.Popen[str], int]:
     assert parent.stdout is not None
     int(parent.stdout.readline())  # the relay ansible-runner would know; the keeper proper is its child
     _wait_for(lambda: (tmp_path / "m.worker").exists() and (tmp_path / "m.playbook").exists())
+    # the keeper writes its state once it has started the playbook: on a loaded machine, after the
+    # playbook's first steps
+    _wait_for(lambda: _phase(tmp_path) not in (None, "starting"))
     keeper = json.loads((tmp_path / "tree.json").read_text())["pid"]
     return parent, keeper
 
 
-def _wait_for(cond, timeout: float = 30.0) -> None:
+def _phase(tmp_path: Path) -> str | None:
+    try:
+        return str(json.loads((tmp_path / "tree.json").read_text())["phase"])
+    except FileNotFoundError:
+        return None
+
+
+def _wait_for(cond, timeout: float = 120.0) -> None:  # bounds a failure only
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if cond():
@@ -114,8 +124,8 @@ def test_sigkill_of_sglbench_run_takes_the_whole_tree_down_and_runs_the_cleanup(
     assert not lock.probe_free(tree_lock)  # held by the tree
     assert json.loads(tree_lock.read_text())["pid"] == keeper
     parent.kill()  # SIGKILL: no handler of sglbench run runs
-    parent.wait(10)
-    _wait_for(lambda: not _alive(keeper), 30)
+    parent.wait(120)
+    _wait_for(lambda: not _alive(keeper))
     assert not _alive(worker) and not _alive(playbook)  # the detached worker too
     assert lock.probe_free(tree_lock)  # released only once every process is gone
     assert "stop.yml" in (tmp_path / "m.cleanup").read_text()  # the units were stopped
@@ -130,14 +140,14 @@ def test_a_detached_worker_keeps_the_tree_lock_until_it_ends(tmp_path: Path) -> 
     tree_lock = tmp_path / "gpu1.tree.lock"
     try:
         os.kill(keeper, signal.SIGKILL)
-        parent.wait(10)
+        parent.wait(120)
         time.sleep(0.3)
         assert _alive(worker) and not lock.probe_free(tree_lock)
     finally:
         for pid in (worker, int((tmp_path / "m.playbook").read_text())):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-    _wait_for(lambda: lock.probe_free(tree_lock), 10)
+    _wait_for(lambda: lock.probe_free(tree_lock))
 
 
 def test_the_relay_killed_by_ansible_runner_still_gets_the_units_stopped(tmp_path: Path) -> None:
@@ -149,11 +159,14 @@ def test_the_relay_killed_by_ansible_runner_still_gets_the_units_stopped(tmp_pat
     assert parent.stdout is not None
     relay = int(parent.stdout.readline())
     _wait_for(lambda: (tmp_path / "m.worker").exists() and (tmp_path / "m.playbook").exists())
+    # the keeper writes its state once it has started the playbook: on a loaded machine, after the
+    # playbook's first steps
+    _wait_for(lambda: _phase(tmp_path) not in (None, "starting"))
     keeper = json.loads((tmp_path / "tree.json").read_text())["pid"]
     worker = int((tmp_path / "m.worker").read_text())
     os.kill(relay, signal.SIGKILL)
-    parent.wait(10)
-    _wait_for(lambda: not _alive(keeper), 30)
+    parent.wait(120)
+    _wait_for(lambda: not _alive(keeper))
     assert not _alive(worker) and (tmp_path / "m.cleanup").exists()
     assert lock.probe_free(tmp_path / "gpu1.tree.lock")
 
@@ -161,14 +174,14 @@ def test_the_relay_killed_by_ansible_runner_still_gets_the_units_stopped(tmp_pat
 def test_interrupt_ends_the_tree_then_stops_the_units(tmp_path: Path) -> None:
     parent, keeper = _start(tmp_path)
     os.kill(keeper, signal.SIGTERM)  # what sglbench run sends on Ctrl-C
-    assert parent.wait(30) == 128 + signal.SIGTERM
+    assert parent.wait(120) == 128 + signal.SIGTERM
     assert (tmp_path / "m.cleanup").exists()
     assert json.loads((tmp_path / "tree.json").read_text())["parent_alive"] is True
 
 
 def test_normal_end_passes_the_playbook_exit_code_and_leaves_nothing(tmp_path: Path) -> None:
     parent, _keeper = _start(tmp_path, mode="finish")
-    assert parent.wait(30) == 0
+    assert parent.wait(120) == 0
     worker = int((tmp_path / "m.worker").read_text())
     assert not _alive(worker)  # a leftover is ended at the end, or it would hold the lock
     assert not (tmp_path / "m.cleanup").exists()
