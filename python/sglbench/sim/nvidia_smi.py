@@ -190,8 +190,9 @@ def run(argv: Sequence[str], out: Out) -> int:
     readings = power.Readings(power.figures(kind))
     if "query-gpu" in opts and ("loop-ms" in opts or "loop" in opts):
         return _loop(opts, kind, settings, indices, readings, out)
-    view = _view(opts, kind, settings.gpu_count, indices, gpus.live_holders(settings.state_dir))
-    view.readings.update(readings.read(settings.state_dir, indices))
+    wall, now = _instant()
+    view = _view(opts, kind, settings.gpu_count, indices, gpus.live_holders(settings.state_dir), wall)
+    view.readings.update(readings.read(settings.state_dir, indices, now))
     if "list" in opts:
         for i in indices:
             out(f"GPU {i}: {kind.smi_name} (UUID: {gpus.gpu_uuid(kind, i)})")
@@ -224,8 +225,9 @@ def _loop(
     tick = time.monotonic()
     first = True
     while True:
-        view = _view(opts, kind, count, indices, gpus.live_holders(state_dir))
-        view.readings.update(readings.read(state_dir, indices))
+        wall, now = _instant()
+        view = _view(opts, kind, count, indices, gpus.live_holders(state_dir), wall)
+        view.readings.update(readings.read(state_dir, indices, now))
         if not first:
             view = _no_header(view)
         code = _query_gpu(view, fields, out)
@@ -258,8 +260,20 @@ def _indices(opts: dict[str, str], count: int, out: Out) -> list[int] | None:
     return indices
 
 
+def _instant() -> tuple[float, float]:
+    """One sample's instant on both clocks: the readings are taken at the moment its ``timestamp`` says
+    (read apart, a loaded machine put tens of ms between them, and power times the printed intervals no
+    longer added up to the energy drawn)."""
+    return time.time(), time.monotonic()
+
+
 def _view(
-    opts: dict[str, str], kind: gpus.GpuKind, count: int, indices: list[int], holders: list[gpus.Holder]
+    opts: dict[str, str],
+    kind: gpus.GpuKind,
+    count: int,
+    indices: list[int],
+    holders: list[gpus.Holder],
+    wall: float,
 ) -> _View:
     used = dict.fromkeys(range(count), 0)
     for holder in holders:
@@ -268,7 +282,7 @@ def _view(
                 used[index] += mib
     fmt = opts.get("format", "csv").split(",")
     header, units = "noheader" not in fmt, "nounits" not in fmt
-    return _View(kind, count, indices, holders, used, header, units, time.time())
+    return _View(kind, count, indices, holders, used, header, units, wall)
 
 
 def _fields(spec: str) -> list[str]:
