@@ -8,8 +8,9 @@
 #                      disk, ...): the tier is skipped, the line says why
 #   exit 1, stdout 0   the set-up failed (pip, gcc, the import check): the caller fails the run after the
 #                      other tests; the env script's last lines are on stderr
-# When the tier runs but the env's check of its pure-torch sgl_kernel CPU ops failed (cpu-spec-ops.txt), a
-# second line says so: the speculative tests then skip with that check's line.
+# When the tier runs, the line says whether its speculative part runs too; when the env's check of its
+# pure-torch sgl_kernel CPU ops failed (cpu-spec-ops.txt), a second line says why it does not: the speculative
+# tests then skip with that check's line (the last line is the one `make test` repeats at its end).
 # SGLBENCH_REAL_TIER=0 in the environment turns the tier off without touching the env (one line says so).
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -31,10 +32,14 @@ rc="${PIPESTATUS[0]}"
 wait  # the tee of the process substitution
 case "$rc" in
   0)
-    echo "real-SGLang tier: runs (env $root, ready in $((SECONDS - t0)) s)" >&2
     # The speculative part needs the env's pure-torch sgl_kernel ops; their check's line when it failed.
     spec="$(cat "$root/cpu-spec-ops.txt" 2>/dev/null || echo "no $root/cpu-spec-ops.txt")"
-    [[ "$spec" == ok:* ]] || echo "real-SGLang tier: speculative part skipped: $spec" >&2
+    if [[ "$spec" == ok:* ]]; then
+      echo "real-SGLang tier: runs, speculative part too (env $root, ready in $((SECONDS - t0)) s)" >&2
+    else
+      echo "real-SGLang tier: runs (env $root, ready in $((SECONDS - t0)) s)" >&2
+      echo "real-SGLang tier: speculative part skipped: $spec" >&2
+    fi
     echo 1
     ;;
   3)
