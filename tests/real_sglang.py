@@ -167,14 +167,16 @@ def _comm(pid: int) -> str | None:
         return None
 
 
-def start(log: Path, extra: Sequence[str] = ()) -> Started:
-    """serve.sh on a free port; returns once it printed READY, raises NotReady (with its stderr) if not."""
+def start(log: Path, extra: Sequence[str] = (), env: dict[str, str] | None = None) -> Started:
+    """serve.sh on a free port (``env``: variables added to this process's environment, e.g. SGLang's
+    ``SGLANG_SIMULATE_ACC_LEN``); returns once it printed READY, raises NotReady (with its stderr) if not."""
     proc = subprocess.Popen(
         serve_command(free_port(), log, extra),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        env={**os.environ, **env} if env else None,
     )
     line = read_line(proc, READY_TIMEOUT + 30)
     if not line.startswith("READY"):

@@ -81,6 +81,22 @@ def need_real_env() -> None:
         pytest.skip(NO_REAL_ENV)
 
 
+SPEC_OPS = ROOT / "cpu-spec-ops.txt"  # the env's check of its pure-torch sgl_kernel CPU ops
+
+
+def spec_ops_verdict() -> str:
+    """``ok: ...`` when the env can serve speculative decoding, else the check's one line."""
+    return SPEC_OPS.read_text().strip() if SPEC_OPS.is_file() else f"no {SPEC_OPS}: run `make real-sglang`"
+
+
+def need_spec_ops() -> None:
+    """Skip the real speculative side, with tier.sh's line, when the env's ops check failed."""
+    need_real_env()
+    verdict = spec_ops_verdict()
+    if not verdict.startswith("ok:"):
+        pytest.skip(f"real-SGLang tier: speculative part skipped: {verdict}")
+
+
 # --- the servers ----------------------------------------------------------------------------------
 
 
@@ -166,15 +182,17 @@ class Server:
         real_sglang.stop_launcher(self.proc, self.pid)
 
 
-def start_real(log: Path, extra: list[str]) -> Server:
-    """A real server with serve.sh's flags plus ``extra``; without extra flags, the session's shared one."""
+def start_real(log: Path, extra: list[str], env: dict[str, str] | None = None) -> Server:
+    """A real server with serve.sh's flags plus ``extra`` (and ``env`` added to its environment); without
+    either, the session's shared one."""
     need_real_env()
+    shared = not extra and not env
     try:
-        started = real_sglang.shared_server() if not extra else real_sglang.start(log, extra)
+        started = real_sglang.shared_server() if shared else real_sglang.start(log, extra, env)
     except real_sglang.NotReady as err:
         pytest.fail(str(err))
     srv = Server("real", started.url, started.pid, started.log, started.proc, started=started)
-    srv.shared = not extra
+    srv.shared = shared
     return srv
 
 
@@ -221,8 +239,12 @@ def start_stand_in(log: Path, extra: list[str], state_dir: Path, env: dict[str, 
     raise AssertionError("unreachable")
 
 
-def start(side: str, log: Path, extra: list[str], state_dir: Path) -> Server:
-    return start_real(log, extra) if side == "real" else start_stand_in(log, extra, state_dir)
+def start(
+    side: str, log: Path, extra: list[str], state_dir: Path, env: dict[str, str] | None = None
+) -> Server:
+    if side == "real":
+        return start_real(log, extra, env)
+    return start_stand_in(log, extra, state_dir, env)
 
 
 def launch_command(side: str, args: list[str], state_dir: Path, timeout: float = 900) -> tuple[int, str, str]:
@@ -555,7 +577,20 @@ SURFACES: dict[str, str] = {
     "http.misc": "/health, /health_generate, /flush_cache, 404, text + input_ids together",
     "shutdown.sigterm": "SIGTERM to the launcher: exit code, process tree gone, what it logs",
     "shutdown.sigkill": "SIGKILL to the launcher: its subprocesses die too (PR_SET_PDEATHSIG)",
+    "flags.spec_errors": "bad speculative flags: exit code and the line that says why (argparse, ServerArgs)",
 }
+SPEC_CASES = {  # test_contract_spec.py's servers
+    "ngram": "NGRAM, 4 draft tokens",
+    "standalone": "STANDALONE, draft = the target's weights, 2 steps, topk 1, 3 draft tokens",
+    "ngram.sim_acc_len": "NGRAM with SGLANG_SIMULATE_ACC_LEN=2.5 (match-expected, token mode fixed)",
+}
+for _case, _what in SPEC_CASES.items():
+    SURFACES |= {
+        f"spec.{_case}.generate": f"{_what}: final meta_info spec fields, their types and relations",
+        f"spec.{_case}.stream": f"{_what}: stream: spec fields in the last chunk only, chunks per step",
+        f"spec.{_case}.server_info": f"{_what}: /server_info and internal_states speculative keys",
+        f"spec.{_case}.metrics": f"{_what}: /metrics speculative families, the verify-call counter",
+    }
 
 CPU = "CPU engine"
 NOT_SIMULATED = "not simulated"

@@ -3,12 +3,13 @@ preflight check flags with), and what a bad command line gets. No server starts.
 
 from __future__ import annotations
 
+import re
 from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from pathlib import Path
 
 import pytest
-from contract_lib import catalog_options, check, help_options, launch_command
+from contract_lib import MODEL, ROOT, STAND_IN_MODEL, catalog_options, check, help_options, launch_command
 
 BAD = {  # the command lines, and what each shows
     "unknown_flag": ["--model-path", "/nonexistent", "--no-such-flag"],
@@ -61,3 +62,32 @@ def test_bad_flags(side: str, tmp_path_factory: pytest.TempPathFactory) -> None:
             "nothing_else_after": lines[-1] == error,
         }
     check(side, "flags.errors", observed)
+
+
+def spec_bad(model: str) -> dict[str, list[str]]:
+    """Bad speculative command lines: argparse's refusal, then ServerArgs' checks (0.5.23's
+    arg_groups/speculative_hook.py), which run before any model loads."""
+    base = ["--model-path", model, "--device", "cpu", "--speculative-algorithm"]
+    return {
+        "unknown_algorithm": [*base, "NOPE"],
+        "num_draft_tokens_not_int": [*base, "NGRAM", "--speculative-num-draft-tokens", "four"],
+        "window_size_zero": [*base, "NGRAM", "--speculative-draft-window-size", "0"],
+        "sink_without_window": [*base, "NGRAM", "--speculative-draft-sink-size", "4"],
+    }
+
+
+def test_bad_speculative_flags(side: str, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Exit code and the one line that says why: argparse's ``error:`` line, or the ValueError's."""
+    state = tmp_path_factory.getbasetemp()
+    model = str(ROOT / "models" / MODEL) if side == "real" else str(STAND_IN_MODEL)
+    bad = spec_bad(model)
+    with ThreadPoolExecutor(max_workers=2) as pool:  # each real one imports torch first
+        runs = dict(
+            zip(bad, pool.map(lambda argv: launch_command(side, argv, state), bad.values()), strict=True)
+        )
+    observed = {}
+    for name, (code, _out, err) in runs.items():
+        lines = [ln for ln in err.splitlines() if ln.strip()]
+        why = next((ln for ln in reversed(lines) if ": error: " in ln or re.match(r"^\w+Error: ", ln)), None)
+        observed[name] = {"exit": code, "why": why.replace(model, "MODEL") if why else lines[-1:]}
+    check(side, "flags.spec_errors", observed)

@@ -204,6 +204,12 @@ class SpecConfig:
     eagle_topk: int
     accept_mean: float
 
+    @property
+    def max_tree_depth(self) -> int:
+        """Tokens one verify step can keep at most (SGLang's ``max_tree_depth``): NGRAM's tree has no depth
+        cap but its node budget, the EAGLE family's is num_steps + 1."""
+        return self.num_draft_tokens if self.algorithm.upper() == "NGRAM" else self.num_steps + 1
+
 
 def _sse(obj: object) -> bytes:
     return b"data: " + json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8") + b"\n\n"
@@ -326,6 +332,7 @@ class SimApp:
             "cached_tokens": 0,
             "num_requests": 0,
             "num_aborted_requests": 0,
+            "spec_verify_calls": 0,
         }
         # per is_streaming label value ("true"/"false"), counted when a request finishes (as SGLang)
         self.stream_counters: dict[str, dict[str, int]] = {
@@ -473,7 +480,20 @@ class SimApp:
         max_new = room if max_new is None else min(max_new, room)
         key = textgen.request_key(prompt_ids, sp.get("sampling_seed"))
         sampler = None
-        if self.spec is not None:
+        fixed_token = None
+        if self.spec is not None and self.settings.simulate_acc_len is not None:
+            # SGLang's SGLANG_SIMULATE_ACC_LEN: forced accept lengths; token mode `fixed` replaces every
+            # verified token (accepted drafts and the bonus) with one id
+            sampler = textgen.SimulatedAcceptSampler(
+                self.settings.seed,
+                key,
+                self.spec.max_tree_depth,
+                self.settings.simulate_acc_len,
+                self.settings.simulate_acc_method,
+            )
+            if self.settings.simulate_acc_token_mode == "fixed":
+                fixed_token = textgen.SIMULATED_FIXED_TOKEN
+        elif self.spec is not None:
             sampler = textgen.AcceptSampler(
                 self.settings.seed,
                 key,
@@ -497,6 +517,7 @@ class SimApp:
             ignore_eos=bool(sp.get("ignore_eos", False)),
             generator=textgen.Generator(self.settings.seed, key, self.settings.output_len, diverge_at),
             sampler=sampler,
+            fixed_token=fixed_token,
             eos_id=self.eos_id,
             stop_token_ids=frozenset(int(x) for x in stop_ids if isinstance(x, int)),
             stop_strings=stop_strings,
@@ -529,6 +550,7 @@ class SimApp:
         if req.is_health:
             return
         self.counters["generation_tokens"] += len(req.output_ids)
+        self.counters["spec_verify_calls"] += req.verify_ct
         flag = "true" if req.stream else "false"
         for key, value in (
             ("prompt_tokens", len(req.prompt_ids)),
@@ -597,9 +619,11 @@ class SimApp:
             return
         accepted = sum((n - 1) * c for n, c in req.accept_hist.items())
         draft = req.verify_ct * max(1, self.spec.num_draft_tokens - 1)
-        hist = [0] * self.spec.num_draft_tokens
+        # verify steps by correct drafts (tokens kept - 1), grown on demand as 0.5.23's
+        # Req.update_spec_correct_drafts_histogram: its length is the largest count seen + 1
+        hist = [0] * max(req.accept_hist)
         for n, c in req.accept_hist.items():
-            hist[min(n, len(hist)) - 1] += c
+            hist[n - 1] += c
         meta["spec_accept_rate"] = accepted / draft
         meta["spec_accept_length"] = len(req.output_ids) / req.verify_ct
         meta["spec_verify_ct"] = req.verify_ct
@@ -1336,6 +1360,10 @@ class SimApp:
             "max_total_num_tokens": self.plan.max_total_num_tokens,
             "spec_accept_length": eng.last_accept_length if self.spec else 0.0,
             "spec_accept_rate": eng.last_accept_rate if self.spec else 0.0,
+            "spec_num_draft_tokens": self.spec.num_draft_tokens if self.spec else 0,
+            "spec_num_steps": self.spec.num_steps if self.spec else 0,
+            "spec_cap_length": 0.0,  # capped verify (ragged verify cap): not simulated, never set
+            "spec_block_accept_length": 0.0,  # block verification (CUDA/ROCm only): not simulated
             "utilization": min(1.0, len(eng.running) / max(1, self.plan.max_running_requests)),
             "is_cuda_graph": 0.0 if self.args.disable_cuda_graph else 1.0,
             "new_token_ratio": 0.0,
@@ -1364,6 +1392,12 @@ class SimApp:
         for name, value, sample in (
             ("cached_tokens_total", cached, f'{{{tok},cache_source="device"}} {float(cached)}'),
             ("num_aborted_requests_total", aborted, f"{{{tok}}} {float(aborted)}"),
+            # verify steps of the finished requests (0.5.23 counts them per request as it finishes)
+            (
+                "spec_verify_calls_total",
+                self.counters["spec_verify_calls"],
+                f"{{{tok}}} {float(self.counters['spec_verify_calls'])}",
+            ),
             ("realtime_tokens_total", realtime, f'{{{sched},mode="decode"}} {float(realtime)}'),
             (
                 "cuda_graph_passes_total",

@@ -32,6 +32,7 @@ class SimRequest:
     generator: Generator
     sampler: AcceptSampler | None
     eos_id: int
+    fixed_token: int | None = None  # SGLANG_SIMULATE_ACC_TOKEN_MODE=fixed: every verified token is this id
     stop_token_ids: frozenset[int] = frozenset()
     stop_strings: tuple[str, ...] = ()
     cached_tokens: int = 0
@@ -247,24 +248,25 @@ class Engine:
                     self.spec_req_steps += 1
                     self.window_accept_sum += n
                     self.window_req_steps += 1
-                    self._emit(req, n)
+                    self._emit(req, n, verified=True)
                 else:
                     self._emit(req, 1)
             self._reap()
             if self.decode_steps % self.decode_log_interval == 0:
                 self._log_decode()
 
-    def _emit(self, req: SimRequest, count: int) -> None:
+    def _emit(self, req: SimRequest, count: int, verified: bool = False) -> None:
         if req.done or req.cancelled:
             return
         now = time.monotonic()
         remaining = req.max_new_tokens - len(req.output_ids)
         natural_left = req.generator.natural_len - len(req.output_ids)
         n = max(0, min(count, remaining))
-        stop_at_eos = not req.ignore_eos and natural_left <= n
+        fixed = req.fixed_token if verified else None
+        stop_at_eos = fixed is None and not req.ignore_eos and natural_left <= n
         if stop_at_eos:
             n = max(0, natural_left - 1)
-        ids = req.generator.next_ids(n)
+        ids = [fixed] * n if fixed is not None else req.generator.next_ids(n)
         if stop_at_eos:
             ids.append(req.eos_id)
         if req.stop_token_ids:

@@ -115,6 +115,77 @@ def _frames_config() -> list[tuple[str, int, str, str]]:
     ]
 
 
+# 0.5.23's SpeculativeAlgorithm members and its reserved alias (NEXTN, served as EAGLE)
+SPEC_ALGORITHM_NAMES = (
+    "DFLASH",
+    "UNO",
+    "DSPARK",
+    "EAGLE",
+    "EAGLE3",
+    "FROZEN_KV_MTP",
+    "STANDALONE",
+    "NGRAM",
+    "NEXTN",
+)
+
+
+def _check_speculative_args(args: Any) -> None:
+    """ServerArgs' checks of the algorithm's name (spec_info.py) and of the draft window flags, for any
+    algorithm (0.5.23's arg_groups/speculative_hook.py), run in ``__post_init__`` before anything is
+    logged or loaded."""
+    window = getattr(args, "speculative_draft_window_size", None)
+    sink = getattr(args, "speculative_draft_sink_size", None)
+    algorithm = getattr(args, "speculative_algorithm", None)
+    message = None
+    if algorithm and algorithm.upper() not in (*SPEC_ALGORITHM_NAMES, *sglang_args.SPEC_ALGORITHMS):
+        message = f"Unknown speculative algorithm name: {algorithm}"  # SpeculativeAlgorithm.from_string
+    elif window is not None and int(window) <= 0:
+        message = f"--speculative-draft-window-size must be positive, got {int(window)}."
+    elif sink is not None and int(sink) < 0:
+        message = f"--speculative-draft-sink-size must be non-negative, got {int(sink)}."
+    elif sink is not None and window is None:
+        message = "--speculative-draft-sink-size requires --speculative-draft-window-size."
+    if message is not None:
+        frames = [
+            *_frames_config()[:-1],
+            (
+                f"{SGLANG_SRC}/srt/arg_groups/speculative_hook.py",
+                205,
+                "handle_speculative_decoding",
+                "raise ValueError(",
+            ),
+        ]
+        raise StartupFailure(f"ValueError: {message}", frames, in_scheduler=False)
+
+
+def _speculative_resolutions(fields: dict[str, Any]) -> dict[str, Any]:
+    """What 0.5.23's speculative hook (arg_groups/speculative_hook.py) resolves beyond the draft token
+    count, shown in /server_info: the draft's revision, its MoE runner (the target's), no overlap
+    schedule on the CPU, and NGRAM's own topk (the BFS breadth), steps (draft tokens // topk), no mixed
+    chunk."""
+    out: dict[str, Any] = {}
+    if fields.get("speculative_draft_model_path") and fields.get("speculative_draft_model_revision") is None:
+        out["speculative_draft_model_revision"] = "main"
+    if fields.get("speculative_moe_runner_backend") is None:
+        runner = str(fields.get("moe_runner_backend") or "auto")
+        out["speculative_moe_runner_backend"] = (
+            "flashinfer_trtllm"
+            if runner == "flashinfer_megamoe"
+            else "auto"
+            if runner.startswith("lora_")
+            else runner
+        )
+    if fields.get("device") == "cpu":
+        out["disable_overlap_schedule"] = True
+    if str(fields.get("speculative_algorithm") or "").upper() == "NGRAM":
+        topk = int(fields.get("speculative_ngram_max_bfs_breadth") or 10)
+        out["speculative_eagle_topk"] = topk
+        out["enable_mixed_chunk"] = False
+        if fields.get("speculative_num_steps") is None:
+            out["speculative_num_steps"] = int(fields.get("speculative_num_draft_tokens") or 12) // topk
+    return out
+
+
 def _frames_worker_assert() -> list[tuple[str, int, str, str]]:
     check = 'assert self.max_running_requests > 0, "max_running_request is zero"'
     return [*_frames_worker(), (f"{SGLANG_SRC}/srt/managers/tp_worker.py", 296, "__init__", check)]
@@ -435,6 +506,7 @@ class SimServer:
         """Announce the flags, read the model configs, find the GPUs and plan the memory: everything
         before the first worker starts."""
         args, settings, log = self.args, self.settings, self.log
+        _check_speculative_args(args)
         log(f"server_args=ServerArgs({_fmt_args(args)})")
         accounting = memory.accounting_for(settings.sglang_version, settings.accounting)
         version, flags_release = settings.sglang_version, settings.sglang_release
@@ -791,6 +863,7 @@ class SimServer:
             if args.max_running_requests is None:
                 server_args["max_running_requests"] = 48
             server_args["speculative_num_draft_tokens"] = plan.num_draft_tokens
+            server_args.update(_speculative_resolutions(server_args))
         return asyncio.run(self._amain(plan, facts, kind, spec_cfg, server_args, startup_s, load_s))
 
     async def _amain(

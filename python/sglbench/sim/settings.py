@@ -309,6 +309,11 @@ class SimSettings:
     orphan_ttl_seconds: float = 0.0
     accept_length: float | None = None
     accept_dist: tuple[float, ...] | None = None
+    # SGLang's own benchmark knobs (srt/environ.py), honoured as 0.5.23 does: SGLANG_SIMULATE_ACC_LEN (None:
+    # off, SGLang's value <= 0), SGLANG_SIMULATE_ACC_METHOD, SGLANG_SIMULATE_ACC_TOKEN_MODE
+    simulate_acc_len: float | None = None
+    simulate_acc_method: str = "match-expected"
+    simulate_acc_token_mode: str = "fixed"
     output_len: int = 256
     prefill_tokens_per_s: float | None = None
     throttle: Throttle | None = None
@@ -411,6 +416,13 @@ def load_settings(env: Mapping[str, str] | None = None) -> SimSettings:
             ) from None
         if not accept_dist or any(w < 0 for w in accept_dist) or sum(accept_dist) <= 0:
             raise SimSettingsError(f"SGLBENCH_SIM_ACCEPT_DIST={dist_raw!r}: weights must be >= 0, sum > 0")
+    simulate_raw = _get(env, "SGLANG_SIMULATE_ACC_LEN")
+    try:
+        simulate_acc_len = float(simulate_raw) if simulate_raw is not None else -1.0
+    except ValueError:
+        raise SimSettingsError(f"SGLANG_SIMULATE_ACC_LEN={simulate_raw!r} is not a number") from None
+    simulate_acc_method = _get(env, "SGLANG_SIMULATE_ACC_METHOD") or "match-expected"
+    simulate_acc_token_mode = _get(env, "SGLANG_SIMULATE_ACC_TOKEN_MODE") or "fixed"
     time_scale = _float(env, "SGLBENCH_SIM_TIME_SCALE", 1.0, lo=0.0)
     state_dir = _get(env, "SGLBENCH_SIM_STATE_DIR") or default_state_dir()
     return SimSettings(
@@ -439,6 +451,9 @@ def load_settings(env: Mapping[str, str] | None = None) -> SimSettings:
         orphan_ttl_seconds=float(_float(env, "SGLBENCH_SIM_ORPHAN_TTL_SECONDS", 0.0, lo=0.0) or 0.0),
         accept_length=_float(env, "SGLBENCH_SIM_ACCEPT_LENGTH", None, lo=1.0),
         accept_dist=accept_dist,
+        simulate_acc_len=simulate_acc_len if simulate_acc_len > 0 else None,
+        simulate_acc_method=simulate_acc_method,
+        simulate_acc_token_mode=simulate_acc_token_mode,
         output_len=int(_int(env, "SGLBENCH_SIM_OUTPUT_LEN", 256, lo=1) or 256),
         prefill_tokens_per_s=_float(env, "SGLBENCH_SIM_PREFILL_TOKENS_PER_S", None, lo=1.0),
         throttle=_throttle(env),

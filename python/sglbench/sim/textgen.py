@@ -399,3 +399,37 @@ class AcceptSampler:
         while length < self.max_len and self._rng.random() < self._a:
             length += 1
         return length
+
+
+SIMULATED_ACC_METHODS = ("match-expected", "multinomial")
+SIMULATED_ACC_TOKEN_MODES = ("fixed", "real-draft-token")
+SIMULATED_FIXED_TOKEN = (
+    100  # token mode `fixed`: every verified token becomes this id (SGLang: "some legit id")
+)
+
+
+class SimulatedAcceptSampler(AcceptSampler):
+    """SGLang's own ``SGLANG_SIMULATE_ACC_LEN`` (srt/speculative/spec_utils.py, sample_simulated_acc_len):
+    tokens per verify step incl. the bonus token, clamped to [1, max_len] (max_len: the verify tree's depth,
+    the draft token count for NGRAM, num_steps + 1 for the EAGLE family). ``match-expected`` draws the floor
+    or the ceiling with the fractional part as the ceiling's weight (the mean is met), ``multinomial`` a
+    normal of sd 1 around the value, clamped, then rounded. SGLang draws once per batch step with torch's
+    generator; the stand-in once per request step from the request's own stream (same distribution)."""
+
+    def __init__(self, seed: int, key: str, max_len: int, value: float, method: str) -> None:
+        super().__init__(seed, key, max_len, max(1.0, min(value, float(max(1, max_len)))))
+        if method not in SIMULATED_ACC_METHODS:
+            raise ValueError(f"Invalid simulate_acc_method: {method}")
+        self.value = value
+        self.method = method
+
+    def draw(self) -> int:
+        if self.method == "multinomial":
+            sampled = min(max(self._rng.gauss(self.value, 1.0), 1.0), float(self.max_len))
+            return round(sampled)
+        value = max(1.0, min(float(self.max_len), self.value))
+        lower = int(value // 1)
+        upper = lower + 1 if lower < self.max_len else lower
+        if lower == upper:
+            return lower
+        return upper if self._rng.random() < value - lower else lower

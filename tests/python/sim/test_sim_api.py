@@ -370,3 +370,32 @@ def test_expect_100_continue_keepalive_and_rid(plain_sim: Sim) -> None:
         assert out["meta_info"]["id"] == "my-rid"
         sock.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")  # same connection (keep-alive)
         assert reader.readline().startswith(b"HTTP/1.1 200")
+
+
+@pytest.mark.parametrize("token_mode", ["fixed", "real-draft-token"])
+def test_spec_simulate_acc_len(start_sim, token_mode: str) -> None:
+    """SGLang's SGLANG_SIMULATE_ACC_LEN on an NGRAM server: every verify step keeps 2 (1 correct draft), the
+    histogram grows only as far as the counts seen (0.5.23), token mode fixed makes every verified token
+    id 100 (the prefill's token stays the model's), real-draft-token keeps the model's tokens."""
+    sim = start_sim(
+        [
+            "--model-path",
+            model("qwen3-8b"),
+            "--speculative-algorithm",
+            "NGRAM",
+            "--speculative-num-draft-tokens",
+            "4",
+        ],
+        SGLANG_SIMULATE_ACC_LEN="2",
+        SGLANG_SIMULATE_ACC_TOKEN_MODE=token_mode,
+    )
+    body = {"text": "forced", "sampling_params": {"max_new_tokens": 33, "ignore_eos": True}}
+    out = sim.json("/generate", body)[1]
+    meta = out["meta_info"]
+    assert meta["spec_verify_ct"] == 16 and meta["spec_correct_drafts_histogram"] == [0, 16]
+    assert meta["spec_num_correct_drafts"] == 16 and meta["spec_num_proposed_drafts"] == 48
+    assert meta["spec_accept_length"] == pytest.approx(33 / 16)
+    fixed = set(out["output_ids"][1:]) == {100}
+    assert fixed == (token_mode == "fixed")
+    info = sim.json("/server_info")[1]
+    assert (info["speculative_eagle_topk"], info["speculative_num_steps"]) == (10, 0)  # NGRAM's resolution

@@ -207,3 +207,38 @@ def test_engine_speculative_steps_emit_several_tokens() -> None:
     assert len(req.output_ids) == 200
     assert sum(req.accept_hist.values()) == req.verify_ct
     assert 200 / req.verify_ct > 3
+
+
+@pytest.mark.parametrize(
+    ("value", "max_len", "support"), [(2.0, 4, {2}), (2.5, 4, {2, 3}), (9.0, 4, {4}), (0.5, 4, {1})]
+)
+def test_simulated_accept_match_expected(value: float, max_len: int, support: set[int]) -> None:
+    """SGLANG_SIMULATE_ACC_LEN, match-expected: the floor or the ceiling (clamped to [1, max_len]), the mean
+    met (SGLang's sample_simulated_acc_len)."""
+    sampler = textgen.SimulatedAcceptSampler(0, "x", max_len, value, "match-expected")
+    draws = [sampler.draw() for _ in range(20000)]
+    assert set(draws) == support
+    assert statistics.fmean(draws) == pytest.approx(min(max(value, 1.0), max_len), rel=0.03)
+
+
+def test_simulated_accept_multinomial_and_bad_method() -> None:
+    sampler = textgen.SimulatedAcceptSampler(0, "x", 4, 2.5, "multinomial")
+    draws = [sampler.draw() for _ in range(5000)]
+    assert set(draws) <= {1, 2, 3, 4} and len(set(draws)) >= 3  # a rounded normal of sd 1, clamped
+    with pytest.raises(ValueError, match="Invalid simulate_acc_method: nope"):
+        textgen.SimulatedAcceptSampler(0, "x", 4, 2.5, "nope")
+
+
+def test_simulate_acc_len_settings() -> None:
+    off = settings.load_settings({"SGLANG_SIMULATE_ACC_LEN": "-1"})
+    assert off.simulate_acc_len is None and settings.load_settings({}).simulate_acc_len is None
+    on = settings.load_settings(
+        {"SGLANG_SIMULATE_ACC_LEN": "2.5", "SGLANG_SIMULATE_ACC_TOKEN_MODE": "real-draft-token"}
+    )
+    assert (on.simulate_acc_len, on.simulate_acc_method, on.simulate_acc_token_mode) == (
+        2.5,
+        "match-expected",
+        "real-draft-token",
+    )
+    with pytest.raises(settings.SimSettingsError, match="SGLANG_SIMULATE_ACC_LEN"):
+        settings.load_settings({"SGLANG_SIMULATE_ACC_LEN": "two"})
