@@ -314,6 +314,9 @@ SPEC_BY_NAME: dict[str, SpecAlgorithm] = {a.name: a for a in SPEC_TABLE}
 # Speculative algorithms this project knows (SGLang V2+ accepts any registered name; the planner
 # needs one of these to size the draft).
 SPEC_ALGORITHMS: tuple[str, ...] = tuple(a.name for a in SPEC_TABLE)
+# SGLang 0.5.23's other SpeculativeAlgorithm members (spec_info.py): names it accepts at start that this
+# project does not benchmark (no row above, so the planner cannot size them).
+UNPLANNED_SPEC_ALGORITHMS: tuple[str, ...] = ("UNO", "DSPARK", "FROZEN_KV_MTP")
 # Algorithms that load a separate draft checkpoint (--speculative-draft-model-path required).
 DRAFT_MODEL_ALGORITHMS: frozenset[str] = frozenset(a.name for a in SPEC_TABLE if a.needs_draft_model)
 # The matrix's ``algorithm`` field: "none" = autoregressive.

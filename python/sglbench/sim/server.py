@@ -116,17 +116,7 @@ def _frames_config() -> list[tuple[str, int, str, str]]:
 
 
 # 0.5.23's SpeculativeAlgorithm members and its reserved alias (NEXTN, served as EAGLE)
-SPEC_ALGORITHM_NAMES = (
-    "DFLASH",
-    "UNO",
-    "DSPARK",
-    "EAGLE",
-    "EAGLE3",
-    "FROZEN_KV_MTP",
-    "STANDALONE",
-    "NGRAM",
-    "NEXTN",
-)
+SPEC_ALGORITHM_NAMES = (*sglang_facts.SPEC_ALGORITHMS, *sglang_facts.UNPLANNED_SPEC_ALGORITHMS)
 
 
 def _check_speculative_args(args: Any) -> None:
