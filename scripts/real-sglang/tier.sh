@@ -34,12 +34,10 @@ case "$rc" in
   0)
     # The speculative part needs the env's pure-torch sgl_kernel ops; their check's line when it failed.
     spec="$(cat "$root/cpu-spec-ops.txt" 2>/dev/null || echo "no $root/cpu-spec-ops.txt")"
-    if [[ "$spec" == ok:* ]]; then
-      echo "real-SGLang tier: runs, speculative part too (env $root, ready in $((SECONDS - t0)) s)" >&2
-    else
-      echo "real-SGLang tier: runs (env $root, ready in $((SECONDS - t0)) s)" >&2
-      echo "real-SGLang tier: speculative part skipped: $spec" >&2
-    fi
+    runs="runs"
+    [[ "$spec" == ok:* ]] && runs="runs, speculative part too"
+    echo "real-SGLang tier: $runs (env $root, ready in $((SECONDS - t0)) s)" >&2
+    [[ "$spec" == ok:* ]] || echo "real-SGLang tier: speculative part skipped: $spec" >&2
     echo 1
     ;;
   3)

@@ -66,18 +66,17 @@ def claim(path: str) -> FaultPlan | None:
         os.unlink(taken)
 
 
-def strike(plan: FaultPlan, pid: int | None = None) -> None:
-    """Say which process is struck (``<plan>.fired``), then deal the signal to it."""
-    pid = os.getpid() if pid is None else pid
-    write_atomic(plan.fired_path, f"{pid}\n")
-    os.kill(pid, plan.signal)
+def strike(plan: FaultPlan) -> None:
+    """Say which process is struck (``<plan>.fired``), then deal the signal to this one."""
+    write_atomic(plan.fired_path, f"{os.getpid()}\n")
+    os.kill(os.getpid(), plan.signal)
 
 
-def trigger(plan: FaultPlan, pid: int | None = None) -> Callable[[int], None]:
+def trigger(plan: FaultPlan) -> Callable[[int], None]:
     """A request-count hook for the engine: strikes at the plan's request, once."""
 
     def on_request(n: int) -> None:
         if n == plan.request:
-            strike(plan, pid)
+            strike(plan)
 
     return on_request
